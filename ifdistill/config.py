@@ -1,0 +1,60 @@
+"""Typed schemas for the parts of the config that are plain data, checked once at start-up.
+
+Groups that build objects carry a ``_target_`` and are checked by instantiating them before any work
+starts (an unknown argument fails there, not at step 500). Plain-data sections are checked here:
+:func:`validate` merges each section into its dataclass schema in struct mode, so an unknown key or a
+wrong type raises an error naming the key, at start-up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+
+@dataclass
+class ModelSchema:
+    name_or_path: str
+    revision: Optional[str] = None
+    dtype: str = "float32"
+    chat_template: Optional[str] = None
+    enable_thinking: Optional[bool] = None
+    max_length: int = 2048
+
+
+@dataclass
+class PathsSchema:
+    root_dir: str = "."
+    shared_data_dir: str = "../shared/data"
+    output_root: str = "outputs"
+    output_dir: str = "outputs"
+
+
+SCHEMAS: dict[str, type] = {"model": ModelSchema, "paths": PathsSchema}
+
+
+class ConfigError(ValueError):
+    """A config section does not fit its schema; the message names the section and key."""
+
+
+def register_schema(section: str, schema: type) -> None:
+    """Let a subpackage add the schema of its section (e.g. ``generation`` by the evaluator)."""
+    SCHEMAS[section] = schema
+
+
+def validate(cfg: DictConfig, sections: Optional[list[str]] = None) -> DictConfig:
+    """Check the named (default: all known and present) sections against their schemas.
+
+    Returns ``cfg`` unchanged; raises :class:`ConfigError` with the offending key.
+    """
+    for name in sections or [s for s in SCHEMAS if s in cfg]:
+        node: Any = OmegaConf.select(cfg, name, throw_on_missing=True)
+        if node is None:
+            continue
+        try:
+            OmegaConf.merge(OmegaConf.structured(SCHEMAS[name]), node)
+        except Exception as err:  # omegaconf raises several types; the message names the key
+            raise ConfigError(f"config section '{name}': {err}".strip()) from None
+    return cfg

@@ -1,0 +1,186 @@
+"""The embedded default model (``model=tiny``): a small random-init Qwen2 causal LM built locally.
+
+Tests, CI and the demo cannot download weights, so the model is *built* from a seed: a byte-level BPE
+tokenizer trained with ``tokenizers`` on a deterministic corpus, a ChatML chat template (the layout
+Qwen uses, so rendering and loss masks go through the same code path as for real models), and a
+Qwen2 architecture with random weights. head_dim is 64 because vLLM's CPU attention rejects head
+sizes below 32 and 64 is the size verified everywhere.
+
+The build is deterministic (same spec and seed -> byte-identical files) and cached under
+``ifdistill.paths.cache_dir()/models/tiny-<hash of spec and builder version>``; the weights are never
+committed. Loadable by transformers, PEFT and vLLM (CPU or GPU) like any HF directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import hashlib
+import json
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+from ifdistill.paths import cache_dir
+
+BUILDER_VERSION = 1
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+PAD, IM_START, IM_END = SPECIAL_TOKENS
+
+# ChatML as Qwen2.5/Qwen3 render it (without a default system prompt). No {% generation %} markers:
+# ifdistill.data.render finds assistant tokens by rendering prefixes, which works for any template.
+CHAT_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class TinySpec:
+    """Everything that determines the built files; its hash names the cache entry."""
+
+    seed: int = 0
+    vocab_size: int = 2048
+    hidden_size: int = 256
+    intermediate_size: int = 768
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    head_dim: int = 64
+    max_position_embeddings: int = 4096
+    corpus_sentences: int = 20000
+
+    def key(self) -> str:
+        blob = json.dumps({"builder": BUILDER_VERSION, **dataclasses.asdict(self)}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+_WORDS = (
+    "the a an and or but if then when while because so that this these those it its they them their "
+    "we you your he she his her i me my our us is are was were be been being have has had do does did "
+    "will would can could should may might must not no yes all any each every some many few more most "
+    "write answer response respond story poem essay letter email list summary title section paragraph "
+    "sentence word words letter letters bullet point points json format lowercase uppercase capital "
+    "quotation quote end phrase postscript note highlight markdown placeholder address name city "
+    "about for from with without into over under between after before during of in on at to by as "
+    "time day year people world life work school family friend music food water travel history "
+    "science nature city country book movie game team company market health weather ocean river "
+    "mountain forest garden computer program language model data question reason idea plan problem "
+    "good great small large new old first last long short best better important different simple "
+    "make take give tell explain describe include use keep follow help need want like know think "
+    "one two three four five six seven eight nine ten hundred thousand please thanks hello dear "
+    "is there any other question let me know"
+).split()
+_PUNCT = [".", ",", "!", "?", ":", ";", "-", "*", "**", "***", "\"", "'", "(", ")", "[", "]",
+          "<<", ">>", "{", "}", "#", "P.S.", "P.P.S", "SECTION", "Section", "```json", "```", "\n", "\n\n"]
+
+
+def _corpus(spec: TinySpec) -> list[str]:
+    """Deterministic pseudo-English lines: enough to learn frequent words, markup and digits."""
+    rng = random.Random(spec.seed)
+    lines = []
+    for _ in range(spec.corpus_sentences):
+        n = rng.randint(3, 16)
+        words = [rng.choice(_WORDS) for _ in range(n)]
+        if rng.random() < 0.5:
+            words[0] = words[0].capitalize()
+        if rng.random() < 0.2:
+            words = [w.upper() for w in words]
+        if rng.random() < 0.3:
+            words.insert(rng.randrange(n), rng.choice(_PUNCT))
+        if rng.random() < 0.2:
+            words.insert(rng.randrange(n), str(rng.randint(0, 2030)))
+        lines.append(" ".join(words) + rng.choice([".", "!", "?", ":", ""]))
+    return lines
+
+
+def build_tokenizer(spec: TinySpec):
+    """Train the byte-level BPE tokenizer and wrap it as a transformers fast tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=spec.vocab_size,
+        min_frequency=2,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_corpus(spec), trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token=IM_END,
+        pad_token=PAD,
+        unk_token=None,
+        bos_token=None,
+        additional_special_tokens=[IM_START, IM_END],
+        model_max_length=spec.max_position_embeddings,
+        padding_side="right",
+        clean_up_tokenization_spaces=False,
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def build_tiny_model(out_dir: str | os.PathLike, spec: TinySpec = TinySpec()) -> Path:
+    """Build tokenizer + random-init Qwen2 into ``out_dir`` (HF format, fp32 safetensors)."""
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer(spec)
+    vocab = -(-len(tokenizer) // 64) * 64  # rounded up: embedding rows for every token id
+    config = Qwen2Config(
+        vocab_size=vocab,
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_hidden_layers,
+        num_attention_heads=spec.num_attention_heads,
+        num_key_value_heads=spec.num_key_value_heads,
+        head_dim=spec.head_dim,
+        max_position_embeddings=spec.max_position_embeddings,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tokenizer.convert_tokens_to_ids(IM_END),
+        pad_token_id=tokenizer.convert_tokens_to_ids(PAD),
+        torch_dtype="float32",
+    )
+    torch.manual_seed(spec.seed)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config = GenerationConfig(
+        eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id, do_sample=False
+    )
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    (out / "ifdistill_tiny.json").write_text(
+        json.dumps({"builder": BUILDER_VERSION, **dataclasses.asdict(spec)}, indent=2) + "\n"
+    )
+    return out
+
+
+def tiny_model_path(spec: TinySpec = TinySpec(), root: str | os.PathLike | None = None) -> Path:
+    """The cached tiny model directory, built on first use (atomically, once across processes)."""
+    base = Path(root) if root is not None else cache_dir() / "models"
+    base.mkdir(parents=True, exist_ok=True)
+    target = base / f"tiny-{spec.key()}"
+    if (target / "ifdistill_tiny.json").is_file():
+        return target
+    with open(base / f".tiny-{spec.key()}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / "ifdistill_tiny.json").is_file():
+            tmp = Path(tempfile.mkdtemp(prefix=f".tiny-{spec.key()}-", dir=base))
+            try:
+                build_tiny_model(tmp, spec)
+                tmp.chmod(0o755)  # mkdtemp makes it private; the model is shared by every process
+                os.replace(tmp, target)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    return target

