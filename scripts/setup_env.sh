@@ -29,17 +29,23 @@ fi
 command -v "$PY" >/dev/null || PY=python3
 echo "[setup] python: $($PY --version), hardware: $HW, extras: $EXTRAS"
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-PIP="$VENV/bin/python -m pip --disable-pip-version-check -q"
-$PIP install -U pip wheel setuptools
+# pip's output (and its build backend's warnings) goes to a log that is shown only on failure.
+LOG=$VENV/setup-pip.log
+: > "$LOG"
+pip_q() {
+  "$VENV/bin/python" -m pip --disable-pip-version-check -q "$@" >>"$LOG" 2>&1 \
+    || { grep -v "^WARNING: Location 'file://" "$LOG" | tail -40 >&2; echo "[setup] pip $* failed (log: $LOG)" >&2; return 1; }
+}
+pip_q install -U pip wheel setuptools
 
 t0=$SECONDS
-$PIP install "torch==$TORCH_VERSION"   # the CPU wheel where the machine provides one (find-links)
+pip_q install "torch==$TORCH_VERSION"   # the CPU wheel where the machine provides one (find-links)
 echo "[setup] torch $(( SECONDS - t0 ))s"
 t0=$SECONDS
-$PIP install -e ".[$EXTRAS]"
+pip_q install -e ".[$EXTRAS]"
 echo "[setup] ifdistill[$EXTRAS] $(( SECONDS - t0 ))s"
 if [ "$HW" = cpu ]; then
-  $PIP uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+  pip_q uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 fi
 
 # punkt_tab: NLTK_DATA, then ../shared/data/nltk_data, then a download where there is internet.
