@@ -1,0 +1,106 @@
+"""A run's ``metrics.json``: the one file that holds every IFEval result of a training run.
+
+The checkpoint-eval callback appends one entry per evaluated checkpoint (and failures), ``ifdistill-eval``
+back-fills missing ones into the same file, and ``ifdistill-report`` reads it. Keeping it in the run
+directory (not only in W&B) makes results comparable offline and lets a results table be rendered from
+files instead of edited by hand.
+
+Layout::
+
+    {"run_id": str, "config_hash": str, "seed": int | null, "method": str | null,
+     "config": {...key config values...},
+     "checkpoints": {"<step>": {"step": int, "eval_config_hash": str, "results_dir": str,
+                                "metrics": {...aggregates with _stderr...},
+                                "per_instruction_type": {...}, "source": "callback" | "backfill"}},
+     "failures": [{"step": int, "attempt": int, "reason": str, "exit_code": int | null,
+                   "stderr_tail": str, "time": float}],
+     "train": {"<step>": {"train/tfa": ..., ...}}}
+
+Writes are atomic (temp file + ``os.replace``) under an advisory lock, so a back-fill running next to a
+training job cannot lose an entry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+FILENAME = "metrics.json"
+
+
+def empty(run_id: str = "", config_hash: str = "", **info: Any) -> dict:
+    return {"run_id": run_id, "config_hash": config_hash, "seed": info.pop("seed", None),
+            "method": info.pop("method", None), "config": info.pop("config", {}),
+            "checkpoints": {}, "failures": [], "train": {}, **info}
+
+
+def read(run_dir: str | os.PathLike) -> dict:
+    path = Path(run_dir) / FILENAME
+    if not path.is_file():
+        return empty()
+    return json.loads(path.read_text())
+
+
+def write_atomic(path: Path, payload: Any) -> None:
+    """JSON to ``path`` via a temp file in the same folder and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(payload, f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def _locked(run_dir: Path) -> Iterator[None]:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / f".{FILENAME}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def update(run_dir: str | os.PathLike, change: Callable[[dict], None]) -> dict:
+    """Read, apply ``change`` in place, write back atomically; returns the new content."""
+    run_dir = Path(run_dir)
+    with _locked(run_dir):
+        data = read(run_dir)
+        change(data)
+        write_atomic(run_dir / FILENAME, data)
+    return data
+
+
+def record_checkpoint(run_dir, step: int, results: dict, results_dir: str, source: str) -> dict:
+    """Store one evaluation (``results`` is the evaluator's results.json content)."""
+    entry = {
+        "step": int(step),
+        "eval_config_hash": results.get("eval_config_hash"),
+        "results_dir": str(results_dir),
+        "metrics": results.get("metrics", {}),
+        "per_instruction_type": results.get("per_instruction_type", {}),
+        "source": source,
+    }
+    return update(run_dir, lambda d: d["checkpoints"].__setitem__(str(int(step)), entry))
+
+
+def record_failure(run_dir, step: int, attempt: int, reason: str, exit_code: int | None,
+                   stderr_tail: str, when: float) -> dict:
+    failure = {"step": int(step), "attempt": attempt, "reason": reason, "exit_code": exit_code,
+               "stderr_tail": stderr_tail, "time": when}
+    return update(run_dir, lambda d: d["failures"].append(failure))
+
+
+def record_train_metrics(run_dir, step: int, values: dict) -> dict:
+    def change(d):
+        d.setdefault("train", {}).setdefault(str(int(step)), {}).update(values)
+
+    return update(run_dir, change)
