@@ -1,0 +1,176 @@
+"""A bounded queue of evaluator processes that never blocks or breaks training.
+
+Each checkpoint evaluation is a separate OS process (the same ``ifdistill-eval`` program a researcher runs
+by hand), started in its own session so a crash, an OOM kill or a hang stays outside the trainer.
+The trainer polls the queue between steps (:meth:`EvalQueue.poll`): finished jobs are reported once,
+failed ones are retried up to ``retries`` times, and a job past ``timeout_s`` is killed (its whole
+process group, vLLM's engine and workers included) and counts as a failure.
+
+When evaluations fall behind (``max_running`` jobs running and ``max_pending`` waiting), ``policy`` says
+what happens to a new checkpoint: ``wait`` blocks training until a slot frees (no evaluation is lost),
+``skip_new`` records the new one as skipped, ``drop_oldest`` drops the oldest waiting one (recorded too).
+Nothing is dropped silently: every skip is an event the callback records.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable, Literal
+
+Policy = Literal["wait", "skip_new", "drop_oldest"]
+
+
+@dataclasses.dataclass
+class EvalJob:
+    step: int
+    export_dir: Path
+    out_dir: Path
+    argv: list[str]
+    env: dict[str, str]
+    attempt: int = 0
+    proc: subprocess.Popen | None = None
+    started: float = 0.0
+    log_path: Path | None = None
+
+
+@dataclasses.dataclass
+class EvalEvent:
+    """What happened to a job: ``ok`` (results in out_dir), ``failed`` (will retry), ``gave_up``, ``skipped``."""
+
+    kind: Literal["ok", "failed", "gave_up", "skipped"]
+    job: EvalJob
+    reason: str = ""
+    exit_code: int | None = None
+    log_tail: str = ""
+
+
+def _tail(path: Path | None, limit: int = 4000) -> str:
+    if path is None or not path.is_file():
+        return ""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(0, f.tell() - limit))
+        return f.read().decode("utf-8", "replace")
+
+
+def kill_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
+    """SIGTERM the job's process group, then SIGKILL after ``grace_s``."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+class EvalQueue:
+    def __init__(self, *, max_running: int = 1, max_pending: int = 4, policy: Policy = "wait",
+                 timeout_s: float = 3600.0, retries: int = 1, poll_interval_s: float = 1.0,
+                 is_complete: Callable[[Path], bool] = lambda out: (out / "results.json").is_file(),
+                 clock: Callable[[], float] = time.monotonic):
+        if policy not in ("wait", "skip_new", "drop_oldest"):
+            raise ValueError(f"eval queue policy must be wait, skip_new or drop_oldest, not {policy!r}")
+        self.max_running, self.max_pending, self.policy = max_running, max_pending, policy
+        self.timeout_s, self.retries, self.poll_interval_s = timeout_s, retries, poll_interval_s
+        self.is_complete, self.clock = is_complete, clock
+        self.running: list[EvalJob] = []
+        self.pending: collections.deque[EvalJob] = collections.deque()
+        self._events: list[EvalEvent] = []
+
+    # -- submission -----------------------------------------------------------------------------
+    def submit(self, job: EvalJob) -> list[EvalEvent]:
+        """Queue a job; returns the events that happened meanwhile (including skips)."""
+        if len(self.pending) >= self.max_pending and len(self.running) >= self.max_running:
+            if self.policy == "skip_new":
+                self._events.append(EvalEvent("skipped", job, "evaluation queue full (policy skip_new)"))
+                return self.poll()
+            if self.policy == "drop_oldest":
+                old = self.pending.popleft()
+                self._events.append(EvalEvent("skipped", old, "dropped for a newer checkpoint (policy drop_oldest)"))
+            else:  # wait: block until a slot frees
+                while len(self.pending) >= self.max_pending and len(self.running) >= self.max_running:
+                    self._reap()
+                    self._start_pending()
+                    if len(self.pending) >= self.max_pending and len(self.running) >= self.max_running:
+                        time.sleep(self.poll_interval_s)
+        self.pending.append(job)
+        return self.poll()
+
+    # -- progress -------------------------------------------------------------------------------
+    def poll(self) -> list[EvalEvent]:
+        """Non-blocking: reap finished/timed-out jobs, start waiting ones, return new events."""
+        self._reap()
+        self._start_pending()
+        events, self._events = self._events, []
+        return events
+
+    def busy(self) -> bool:
+        return bool(self.running or self.pending)
+
+    def drain(self, timeout_s: float) -> list[EvalEvent]:
+        """Wait up to ``timeout_s`` for every job; returns all events (unfinished jobs stay queued)."""
+        deadline = self.clock() + timeout_s
+        events = self.poll()
+        while self.busy() and self.clock() < deadline:
+            time.sleep(self.poll_interval_s)
+            events += self.poll()
+        return events
+
+    def abandon(self) -> list[EvalJob]:
+        """Kill running jobs and forget waiting ones; returns them (the caller records them as missing)."""
+        left = list(self.running) + list(self.pending)
+        for job in self.running:
+            kill_group(job.proc)
+        self.running, self.pending = [], collections.deque()
+        return left
+
+    # -- internals ------------------------------------------------------------------------------
+    def _start_pending(self) -> None:
+        while self.pending and len(self.running) < self.max_running:
+            self._launch(self.pending.popleft())
+
+    def _launch(self, job: EvalJob) -> None:
+        job.attempt += 1
+        job.out_dir.parent.mkdir(parents=True, exist_ok=True)
+        job.log_path = job.out_dir.parent / f"{job.out_dir.name}.attempt{job.attempt}.log"
+        with open(job.log_path, "wb") as log:
+            job.proc = subprocess.Popen(job.argv, env=job.env, stdout=log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
+        job.started = self.clock()
+        self.running.append(job)
+
+    def _reap(self) -> None:
+        still = []
+        for job in self.running:
+            code = job.proc.poll()
+            if code is None and self.clock() - job.started > self.timeout_s:
+                kill_group(job.proc)
+                self._finish(job, f"timed out after {self.timeout_s:.0f}s", job.proc.returncode)
+            elif code is None:
+                still.append(job)
+            elif code == 0 and self.is_complete(job.out_dir):
+                self._events.append(EvalEvent("ok", job, exit_code=0))
+            else:
+                reason = f"exit code {code}" if code != 0 else "exit 0 without results"
+                if code is not None and code < 0:
+                    reason = f"killed by signal {-code}"
+                self._finish(job, reason, code)
+        self.running = still
+
+    def _finish(self, job: EvalJob, reason: str, code: int | None) -> None:
+        tail = _tail(job.log_path)
+        if job.attempt <= self.retries:
+            self._events.append(EvalEvent("failed", job, reason, code, tail))
+            self.pending.appendleft(job)  # retry first: it is the oldest checkpoint
+        else:
+            self._events.append(EvalEvent("gave_up", job, reason, code, tail))

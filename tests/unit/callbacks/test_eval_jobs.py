@@ -1,0 +1,106 @@
+"""The evaluation queue with real processes: success, crash + retry, kill -9, timeout, back-pressure."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ifdistill.callbacks.eval_jobs import EvalJob, EvalQueue
+
+# A stand-in evaluator: behaviour chosen per attempt by a counter file next to its output.
+FAKE = r"""
+import os, sys, time, pathlib
+out = pathlib.Path(sys.argv[1]); mode = sys.argv[2]
+count = out.parent / (out.name + ".count")
+n = int(count.read_text()) + 1 if count.exists() else 1
+count.write_text(str(n))
+print(f"attempt {n} mode {mode}", flush=True)
+if mode == "crash_once" and n == 1:
+    print("boom: simulated crash", file=sys.stderr); sys.exit(3)
+if mode == "hang":
+    time.sleep(600)
+if mode == "slow":
+    time.sleep(float(os.environ.get("FAKE_SLEEP", "2")))
+if mode == "no_results":
+    sys.exit(0)
+out.mkdir(parents=True, exist_ok=True)
+(out / "results.json").write_text('{"ok": true}')
+"""
+
+
+def _job(tmp_path: Path, step: int, mode: str, **env) -> EvalJob:
+    script = tmp_path / "fake_eval.py"
+    script.write_text(FAKE)
+    out = tmp_path / "evals" / f"step_{step:06d}"
+    return EvalJob(step=step, export_dir=tmp_path, out_dir=out, argv=[sys.executable, str(script), str(out), mode],
+                   env={**os.environ, **env})
+
+
+def _kinds(events):
+    return [(e.kind, e.job.step) for e in events]
+
+
+def test_success_is_reported_once(tmp_path):
+    q = EvalQueue(poll_interval_s=0.05)
+    q.submit(_job(tmp_path, 10, "ok"))
+    events = q.drain(30)
+    assert _kinds(events) == [("ok", 10)] and not q.busy()
+    assert q.poll() == []
+
+
+def test_crash_is_recorded_then_retried(tmp_path):
+    q = EvalQueue(retries=1, poll_interval_s=0.05)
+    q.submit(_job(tmp_path, 20, "crash_once"))
+    events = q.drain(30)
+    assert _kinds(events) == [("failed", 20), ("ok", 20)]
+    assert events[0].exit_code == 3 and "simulated crash" in events[0].log_tail
+
+
+def test_gives_up_after_retries(tmp_path):
+    q = EvalQueue(retries=1, poll_interval_s=0.05)
+    q.submit(_job(tmp_path, 30, "no_results"))
+    events = q.drain(30)
+    assert _kinds(events) == [("failed", 30), ("gave_up", 30)]
+    assert events[-1].reason == "exit 0 without results"
+
+
+def test_kill_9_mid_run_is_a_failure_and_the_retry_succeeds(tmp_path):
+    q = EvalQueue(retries=1, poll_interval_s=0.05)
+    job = _job(tmp_path, 40, "slow", FAKE_SLEEP="3")
+    q.submit(job)
+    time.sleep(0.5)
+    os.kill(job.proc.pid, signal.SIGKILL)
+    count = tmp_path / "evals" / "step_000040.count"
+    count.write_text("1")  # the second attempt is 'slow' too but finishes
+    events = q.drain(30)
+    assert _kinds(events) == [("failed", 40), ("ok", 40)]
+    assert events[0].reason == "killed by signal 9"
+
+
+def test_hang_times_out_and_kills_the_process_group(tmp_path):
+    q = EvalQueue(retries=0, timeout_s=1.0, poll_interval_s=0.05)
+    job = _job(tmp_path, 50, "hang")
+    q.submit(job)
+    events = q.drain(30)
+    assert _kinds(events) == [("gave_up", 50)] and "timed out" in events[0].reason
+    with pytest.raises(ProcessLookupError):
+        os.killpg(job.proc.pid, 0)
+
+
+@pytest.mark.parametrize("policy,expected", [
+    ("skip_new", [("skipped", 3), ("ok", 1), ("ok", 2)]),
+    ("drop_oldest", [("skipped", 2), ("ok", 1), ("ok", 3)]),
+    ("wait", [("ok", 1), ("ok", 2), ("ok", 3)]),
+])
+def test_back_pressure_policies_never_lose_a_checkpoint_silently(tmp_path, policy, expected):
+    q = EvalQueue(max_running=1, max_pending=1, policy=policy, poll_interval_s=0.05)
+    events = []
+    for step in (1, 2, 3):
+        events += q.submit(_job(tmp_path, step, "slow", FAKE_SLEEP="0.5"))
+    events += q.drain(30)
+    assert sorted(_kinds(events), key=lambda e: (e[0] != "skipped", e[1])) == expected
