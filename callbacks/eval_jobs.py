@@ -10,6 +10,9 @@ When evaluations fall behind (``max_running`` jobs running and ``max_pending`` w
 what happens to a new checkpoint: ``wait`` blocks training until a slot frees (no evaluation is lost),
 ``skip_new`` records the new one as skipped, ``drop_oldest`` drops the oldest waiting one (recorded too).
 Nothing is dropped silently: every skip is an event the callback records.
+
+How a job runs is a :class:`Runner`: :class:`LocalRunner` (a child process group on this node) or
+``ifdistill.launchers.slurm_eval.SlurmRunner`` (one SLURM job per evaluation, followed with sacct).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Any, Callable, Literal, Protocol
 
 Policy = Literal["wait", "skip_new", "drop_oldest"]
 
@@ -34,7 +37,7 @@ class EvalJob:
     argv: list[str]
     env: dict[str, str]
     attempt: int = 0
-    proc: subprocess.Popen | None = None
+    handle: Any = None  # the runner's handle: a Popen, or a SLURM job id
     started: float = 0.0
     log_path: Path | None = None
 
@@ -59,6 +62,30 @@ def _tail(path: Path | None, limit: int = 4000) -> str:
         return f.read().decode("utf-8", "replace")
 
 
+class Runner(Protocol):
+    """Starts, polls and kills one evaluation; ``poll`` returns None while running, else an exit code
+    (negative: killed by that signal)."""
+
+    def start(self, job: EvalJob) -> Any: ...
+    def poll(self, job: EvalJob) -> int | None: ...
+    def kill(self, job: EvalJob) -> None: ...
+
+
+class LocalRunner:
+    """A child process in its own session (so kill reaches vLLM's engine and worker processes)."""
+
+    def start(self, job: EvalJob) -> subprocess.Popen:
+        with open(job.log_path, "wb") as log:
+            return subprocess.Popen(job.argv, env=job.env, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def poll(self, job: EvalJob) -> int | None:
+        return job.handle.poll()
+
+    def kill(self, job: EvalJob) -> None:
+        kill_group(job.handle)
+
+
 def kill_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
     """SIGTERM the job's process group, then SIGKILL after ``grace_s``."""
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
@@ -77,12 +104,13 @@ class EvalQueue:
     def __init__(self, *, max_running: int = 1, max_pending: int = 4, policy: Policy = "wait",
                  timeout_s: float = 3600.0, retries: int = 1, poll_interval_s: float = 1.0,
                  is_complete: Callable[[Path], bool] = lambda out: (out / "results.json").is_file(),
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, runner: Runner | None = None):
         if policy not in ("wait", "skip_new", "drop_oldest"):
             raise ValueError(f"eval queue policy must be wait, skip_new or drop_oldest, not {policy!r}")
         self.max_running, self.max_pending, self.policy = max_running, max_pending, policy
         self.timeout_s, self.retries, self.poll_interval_s = timeout_s, retries, poll_interval_s
         self.is_complete, self.clock = is_complete, clock
+        self.runner: Runner = runner or LocalRunner()
         self.running: list[EvalJob] = []
         self.pending: collections.deque[EvalJob] = collections.deque()
         self._events: list[EvalEvent] = []
@@ -130,7 +158,7 @@ class EvalQueue:
         """Kill running jobs and forget waiting ones; returns them (the caller records them as missing)."""
         left = list(self.running) + list(self.pending)
         for job in self.running:
-            kill_group(job.proc)
+            self.runner.kill(job)
         self.running, self.pending = [], collections.deque()
         return left
 
@@ -143,19 +171,17 @@ class EvalQueue:
         job.attempt += 1
         job.out_dir.parent.mkdir(parents=True, exist_ok=True)
         job.log_path = job.out_dir.parent / f"{job.out_dir.name}.attempt{job.attempt}.log"
-        with open(job.log_path, "wb") as log:
-            job.proc = subprocess.Popen(job.argv, env=job.env, stdout=log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, start_new_session=True)
+        job.handle = self.runner.start(job)
         job.started = self.clock()
         self.running.append(job)
 
     def _reap(self) -> None:
         still = []
         for job in self.running:
-            code = job.proc.poll()
+            code = self.runner.poll(job)
             if code is None and self.clock() - job.started > self.timeout_s:
-                kill_group(job.proc)
-                self._finish(job, f"timed out after {self.timeout_s:.0f}s", job.proc.returncode)
+                self.runner.kill(job)
+                self._finish(job, f"timed out after {self.timeout_s:.0f}s", self.runner.poll(job))
             elif code is None:
                 still.append(job)
             elif code == 0 and self.is_complete(job.out_dir):

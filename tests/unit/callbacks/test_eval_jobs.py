@@ -74,7 +74,7 @@ def test_kill_9_mid_run_is_a_failure_and_the_retry_succeeds(tmp_path):
     job = _job(tmp_path, 40, "slow", FAKE_SLEEP="3")
     q.submit(job)
     time.sleep(0.5)
-    os.kill(job.proc.pid, signal.SIGKILL)
+    os.kill(job.handle.pid, signal.SIGKILL)
     count = tmp_path / "evals" / "step_000040.count"
     count.write_text("1")  # the second attempt is 'slow' too but finishes
     events = q.drain(30)
@@ -89,7 +89,7 @@ def test_hang_times_out_and_kills_the_process_group(tmp_path):
     events = q.drain(30)
     assert _kinds(events) == [("gave_up", 50)] and "timed out" in events[0].reason
     with pytest.raises(ProcessLookupError):
-        os.killpg(job.proc.pid, 0)
+        os.killpg(job.handle.pid, 0)
 
 
 @pytest.mark.parametrize("policy,expected", [
