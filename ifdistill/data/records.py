@@ -1,0 +1,237 @@
+"""The normalised training record (:class:`Example`) and how raw rows become one.
+
+Every source -- a local JSONL or Parquet file, a Hugging Face dataset, the embedded synthetic
+generator -- ends up as an :class:`Example`: a conversation (``messages``) plus the metadata that the
+rest of ifdistill needs (source name, row id for error messages and the manifest, and for rows in the
+IFEval schema the ``key``, ``instruction_id_list`` and ``kwargs`` that the scorer reads).
+
+Validation happens *here*, before any tokenizer sees the text: a wrong type reaching a Jinja chat
+template or a fast tokenizer surfaces as a stack trace from deep inside those libraries, naming
+neither the file nor the line. So every check raises :class:`DataError` with ``location`` (file:line)
+and ``field``; the loader decides whether to stop (strict, the default) or skip and count (tolerant).
+
+Three layouts are understood (``layout="auto"`` picks by the fields present):
+
+- ``messages``: ``{"messages": [{"role": ..., "content": ...}, ...]}`` ending with an assistant turn.
+- ``prompt_completion``: ``{"prompt": str | messages, "completion": str | messages}`` (TRL's layout);
+  ``response`` is accepted in place of ``completion``.
+- ``ifeval``: the argilla ifeval-like layout ``{key?, prompt, response, instruction_id_list, kwargs,
+  prompt_level_strict_acc?}``. ``kwargs`` may be a list of dicts, a JSON string, or the Hugging Face
+  layout where every possible argument is present with ``None`` (the ``None`` values are dropped, as
+  the IFEval scorer expects). ``verified_only`` keeps only rows with ``prompt_level_strict_acc`` true,
+  the filter the published setup used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any
+
+ROLES = ("system", "user", "assistant")
+LAYOUTS = ("auto", "messages", "prompt_completion", "ifeval")
+
+
+class DataError(ValueError):
+    """A row that cannot become an :class:`Example`; says where (file:line) and which field.
+
+    ``kind`` is one of :data:`ERROR_KINDS`; tolerant loading counts skipped rows by it.
+    """
+
+    def __init__(self, kind: str, message: str, *, location: str | None = None, field: str | None = None):
+        self.kind, self.location, self.field, self.detail = kind, location, field, message
+        where = location or "<row>"
+        what = f" field {field!r}:" if field else ""
+        super().__init__(f"{where}:{what} {message} [{kind}]")
+
+
+ERROR_KINDS = ("malformed_json", "missing_field", "wrong_type", "empty_completion", "bad_value", "render_failed")
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+    """One training or evaluation conversation with its provenance.
+
+    ``messages`` is a tuple of ``{"role", "content"}`` dicts; for training it ends with the assistant
+    turn to learn. ``row_id`` is unique within ``source`` and stable across runs (file:line or
+    dataset#index or the IFEval key), so manifests and error messages can point at the row.
+    """
+
+    messages: tuple[dict[str, str], ...]
+    source: str
+    row_id: str
+    key: str | None = None
+    instruction_id_list: tuple[str, ...] | None = None
+    kwargs: tuple[dict[str, Any], ...] | None = None
+
+    @property
+    def uid(self) -> str:
+        """Globally unique id: ``source/row_id`` (used to exclude an example from its own demos)."""
+        return f"{self.source}/{self.row_id}"
+
+    @property
+    def prompt(self) -> str:
+        """Content of the last user turn before the final assistant turn."""
+        for m in reversed(self.messages):
+            if m["role"] == "user":
+                return m["content"]
+        return ""
+
+    @property
+    def completion(self) -> str:
+        """Content of the final assistant turn ('' when the conversation ends with a user turn)."""
+        last = self.messages[-1]
+        return last["content"] if last["role"] == "assistant" else ""
+
+    def to_messages(self) -> list[dict[str, str]]:
+        return [dict(m) for m in self.messages]
+
+
+def _err(kind: str, msg: str, location: str | None, field: str | None = None) -> DataError:
+    return DataError(kind, msg, location=location, field=field)
+
+
+def _need(row: Mapping[str, Any], field: str, typ: type | tuple[type, ...], location: str | None) -> Any:
+    if field not in row or row[field] is None:
+        raise _err("missing_field", "required field is missing", location, field)
+    value = row[field]
+    if not isinstance(value, typ):
+        names = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)
+        raise _err("wrong_type", f"expected {names}, got {type(value).__name__}", location, field)
+    return value
+
+
+def check_messages(messages: Any, location: str | None, field: str = "messages",
+                   *, need_completion: bool = True) -> tuple[dict[str, str], ...]:
+    """Validate a conversation; return it as a tuple of plain ``{"role", "content"}`` dicts."""
+    if not isinstance(messages, (list, tuple)):
+        raise _err("wrong_type", f"expected a list of messages, got {type(messages).__name__}", location, field)
+    if not messages:
+        raise _err("bad_value", "empty conversation", location, field)
+    out = []
+    for i, m in enumerate(messages):
+        f = f"{field}[{i}]"
+        if not isinstance(m, Mapping):
+            raise _err("wrong_type", f"expected an object, got {type(m).__name__}", location, f)
+        role, content = m.get("role"), m.get("content")
+        if role is None:
+            raise _err("missing_field", "required field is missing", location, f + ".role")
+        if content is None:
+            raise _err("missing_field", "required field is missing", location, f + ".content")
+        if not isinstance(role, str) or role not in ROLES:
+            raise _err("bad_value", f"role must be one of {ROLES}, got {role!r}", location, f + ".role")
+        if not isinstance(content, str):
+            raise _err("wrong_type", f"expected str, got {type(content).__name__}", location, f + ".content")
+        out.append({"role": role, "content": content})
+    if need_completion:
+        if out[-1]["role"] != "assistant":
+            raise _err("bad_value", "conversation must end with an assistant turn", location, field)
+        if not out[-1]["content"].strip():
+            raise _err("empty_completion", "the final assistant turn is empty", location,
+                       f"{field}[{len(out) - 1}].content")
+        if not any(m["role"] == "user" for m in out):
+            raise _err("bad_value", "conversation has no user turn", location, field)
+    return tuple(out)
+
+
+def normalise_kwargs(raw: Any, n: int, location: str | None) -> tuple[dict[str, Any], ...]:
+    """IFEval kwargs as one dict per instruction, ``None`` values dropped (HF layout)."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise _err("bad_value", f"kwargs is a string but not JSON ({e.msg})", location, "kwargs") from None
+    if isinstance(raw, Mapping) and n == 1:
+        raw = [raw]
+    if not isinstance(raw, (list, tuple)):
+        raise _err("wrong_type", f"expected a list of objects, got {type(raw).__name__}", location, "kwargs")
+    if len(raw) != n:
+        raise _err("bad_value", f"{len(raw)} kwargs for {n} instructions", location, "kwargs")
+    out = []
+    for i, kw in enumerate(raw):
+        if kw is None:
+            kw = {}
+        if not isinstance(kw, Mapping):
+            raise _err("wrong_type", f"expected an object, got {type(kw).__name__}", location, f"kwargs[{i}]")
+        out.append({k: (list(v) if isinstance(v, tuple) else v) for k, v in kw.items() if v is not None})
+    return tuple(out)
+
+
+def detect_layout(row: Mapping[str, Any]) -> str:
+    if "messages" in row:
+        return "messages"
+    if "instruction_id_list" in row:
+        return "ifeval"
+    if "prompt" in row:  # a missing completion is then reported as such
+        return "prompt_completion"
+    return "unknown"
+
+
+def _turns(value: Any, role: str, location: str | None, field: str) -> list[dict[str, str]]:
+    """A prompt or completion given either as a string or as a list of messages."""
+    if isinstance(value, str):
+        return [{"role": role, "content": value}]
+    if isinstance(value, (list, tuple)):
+        return list(check_messages(value, location, field, need_completion=False))
+    raise _err("wrong_type", f"expected str or list of messages, got {type(value).__name__}", location, field)
+
+
+def normalise_row(row: Any, *, source: str, row_id: str, location: str | None = None,
+                  layout: str = "auto", verified_only: bool = False,
+                  need_completion: bool = True) -> Example | None:
+    """Turn one raw row into an :class:`Example`; ``None`` when ``verified_only`` filters it out.
+
+    ``need_completion=False`` accepts prompt-only rows (evaluation sets in the IFEval schema).
+    Raises :class:`DataError` naming ``location`` and the field for every defect it finds.
+    """
+    location = location or f"{source}:{row_id}"
+    if not isinstance(row, Mapping):
+        raise _err("wrong_type", f"a row must be a JSON object, got {type(row).__name__}", location)
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; expected one of {LAYOUTS}")
+    if layout == "auto":
+        layout = detect_layout(row)
+        if layout == "unknown":
+            raise _err("missing_field", "no 'messages', 'prompt'+'completion'/'response' or IFEval "
+                       f"fields; the row has {sorted(row)[:8]}", location, "messages")
+    key = row.get("key")
+    key = None if key is None else str(key)
+    ids = kwargs = None
+    if layout == "messages":
+        if row.get("messages") is None:
+            raise _err("missing_field", "required field is missing", location, "messages")
+        messages = check_messages(row["messages"], location, need_completion=need_completion)
+    else:
+        prompt = _need(row, "prompt", (str, list, tuple), location)
+        turns = _turns(prompt, "user", location, "prompt")
+        if layout == "ifeval":
+            ids = _need(row, "instruction_id_list", (list, tuple), location)
+            if not all(isinstance(i, str) for i in ids):
+                raise _err("wrong_type", "expected a list of str", location, "instruction_id_list")
+            ids = tuple(ids)
+            kwargs = normalise_kwargs(_need(row, "kwargs", (list, tuple, str, Mapping), location), len(ids), location)
+            if verified_only:
+                acc = row.get("prompt_level_strict_acc")
+                if acc is None:
+                    raise _err("missing_field", "verified_only needs this field", location, "prompt_level_strict_acc")
+                if not isinstance(acc, (bool, int, float)):
+                    raise _err("wrong_type", f"expected bool, got {type(acc).__name__}", location,
+                               "prompt_level_strict_acc")
+                if not acc:
+                    return None
+        field = "response" if "response" in row and "completion" not in row else "completion"
+        if need_completion or row.get(field) is not None:
+            completion = _turns(_need(row, field, (str, list, tuple), location), "assistant", location, field)
+            if not completion or completion[-1]["role"] != "assistant":
+                raise _err("bad_value", "the completion must end with an assistant turn", location, field)
+            if not completion[-1]["content"].strip():
+                raise _err("empty_completion", "the completion is empty", location, field)
+            turns += completion
+        messages = check_messages(turns, location, "prompt", need_completion=False)
+        if need_completion and not any(m["role"] == "user" for m in messages):
+            raise _err("bad_value", "conversation has no user turn", location, "prompt")
+    if not need_completion and not any(m["role"] == "user" for m in messages):
+        raise _err("bad_value", "conversation has no user turn", location, "messages")
+    return Example(messages=messages, source=source, row_id=row_id, key=key,
+                   instruction_id_list=ids, kwargs=kwargs)
