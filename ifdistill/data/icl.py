@@ -1,0 +1,128 @@
+"""Inputs for ICL logit distillation: k demonstrations for the teacher, none for the student.
+
+The teacher sees ``k`` demonstrations (earlier user/assistant turns), then the prompt and the
+completion; the student sees the prompt and the completion. Distillation compares their next-token
+distributions on the completion tokens, so the two views must contain the *same completion token
+ids*, and training needs to know where those tokens are in each view: :func:`build_icl_pair`
+returns both renderings and the aligned positions, and asserts the ids match.
+
+Demo selection (:func:`select_demos`, also used by the evaluator for k-shot prompts, so training and
+evaluation pick demonstrations by one rule):
+
+1. The pool is put in a canonical order (sorted by ``uid``), so the choice does not depend on the
+   order the pool was loaded in.
+2. A seeded permutation of that order is fixed per ``seed``.
+3. For the example ``exclude_key``, start at an offset derived from ``sha256(seed, exclude_key)``
+   and walk the permutation, skipping the example itself (same uid or key) and any demo whose prompt
+   text equals the example's prompt (after ``strip()``), until ``k`` demos are found.
+
+So the choice is deterministic, differs between examples, never contains the example (by id *or* by
+identical prompt), and costs O(k) per example after an O(n log n) set-up (:class:`DemoSelector`
+keeps that set-up for a whole dataset).
+
+Rendering: demos go after any system message and before the example's own turns, in the order
+selected. The teacher is rendered with ``train_on="last_assistant"`` (demo answers are context, not
+targets), and so is the student, so that both supervise exactly the final answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Sequence
+
+from ifdistill.data.mixing import permutation
+from ifdistill.data.records import Example
+from ifdistill.data.render import Rendered, RenderError, render
+
+
+def _ids(ex: Example) -> set[str]:
+    out = {ex.uid}
+    if ex.key is not None:
+        out.add(ex.key)
+    return out
+
+
+class DemoSelector:
+    """A demo pool prepared once for many :meth:`select` calls."""
+
+    def __init__(self, pool: Sequence[Example], *, seed: int):
+        usable = [ex for ex in pool if ex.completion.strip() and ex.prompt.strip()]
+        self.pool = sorted(usable, key=lambda ex: ex.uid)
+        self.seed = seed
+        self.order = permutation(len(self.pool), seed, "icl-demos")
+        self._prompt_of = {i: ex.prompt.strip() for ex in self.pool for i in _ids(ex)}
+
+    def select(self, k: int, *, exclude_key: str | None, exclude_prompt: str | None = None) -> list[Example]:
+        if k < 0:
+            raise ValueError(f"k must be >= 0, got {k}")
+        if k == 0:
+            return []
+        n = len(self.pool)
+        exclude_prompt = exclude_prompt.strip() if exclude_prompt is not None else None
+        if exclude_prompt is None and exclude_key is not None:  # the prompt of the excluded example
+            exclude_prompt = self._prompt_of.get(exclude_key)
+        digest = hashlib.sha256(f"{self.seed}\x00{exclude_key}".encode()).digest()
+        start = int.from_bytes(digest[:8], "little") % n if n else 0
+        out: list[Example] = []
+        for step in range(n):
+            ex = self.pool[self.order[(start + step) % n]]
+            if exclude_key is not None and exclude_key in _ids(ex):
+                continue
+            if exclude_prompt is not None and ex.prompt.strip() == exclude_prompt:
+                continue
+            out.append(ex)
+            if len(out) == k:
+                return out
+        raise ValueError(f"demo pool has only {len(out)} usable demonstrations for k={k} "
+                         f"(pool of {n} after excluding {exclude_key!r})")
+
+
+def select_demos(pool: Sequence[Example], k: int, *, seed: int, exclude_key: str | None,
+                 exclude_prompt: str | None = None) -> list[Example]:
+    """``k`` demonstrations from ``pool`` for the example ``exclude_key`` (its uid or IFEval key).
+
+    ``exclude_prompt`` (optional) also excludes demos with that exact prompt text; when omitted and
+    the excluded example is in the pool, its own prompt is used.
+    """
+    return DemoSelector(pool, seed=seed).select(k, exclude_key=exclude_key, exclude_prompt=exclude_prompt)
+
+
+def with_demos(messages: Sequence[dict[str, str]], demos: Sequence[Example]) -> list[dict[str, str]]:
+    """The conversation with demos inserted as earlier user/assistant turns (after a system turn)."""
+    msgs = [dict(m) for m in messages]
+    head = [msgs.pop(0)] if msgs and msgs[0]["role"] == "system" else []
+    shots: list[dict[str, str]] = []
+    for d in demos:
+        shots += [{"role": "user", "content": d.prompt}, {"role": "assistant", "content": d.completion}]
+    return head + shots + msgs
+
+
+@dataclasses.dataclass(frozen=True)
+class IclPair:
+    teacher: Rendered
+    student: Rendered
+    teacher_positions: list[int]
+    student_positions: list[int]
+    num_demos: int
+
+
+def _positions(r: Rendered) -> list[int]:
+    s, e = r.spans[-1]
+    return list(range(s, e))
+
+
+def build_icl_pair(tokenizer, example: Example, demos: Sequence[Example], *,
+                   enable_thinking: bool | None = None) -> IclPair:
+    """Render teacher (demos + example) and student (example) views and align their completions."""
+    student = render(tokenizer, example.messages, enable_thinking=enable_thinking, train_on="last_assistant")
+    teacher = render(tokenizer, with_demos(example.messages, demos), enable_thinking=enable_thinking,
+                     train_on="last_assistant")
+    sp, tp = _positions(student), _positions(teacher)
+    s_ids = [student.input_ids[i] for i in sp]
+    t_ids = [teacher.input_ids[i] for i in tp]
+    if s_ids != t_ids:
+        raise RenderError(f"teacher and student completions tokenise differently for {example.uid} "
+                          f"({len(t_ids)} vs {len(s_ids)} tokens); distillation positions would not align")
+    return IclPair(teacher=teacher, student=student, teacher_positions=tp, student_positions=sp,
+                   num_demos=len(demos))
