@@ -158,7 +158,8 @@ def _attach_icl(tok, cfg: DataConfig, items: list[dict[str, Any]], examples: lis
             try:
                 pair = build_icl_pair(tok, ex, demos, enable_thinking=cfg.enable_thinking)
             except RenderError as e:
-                raise DataError("render_failed", str(e), location=f"{ex.source}:{ex.row_id}", field="messages") from None
+                raise DataError("render_failed", str(e), location=f"{ex.source}:{ex.row_id}",
+                                field="messages") from None
             if cfg.teacher_max_length is None or len(pair.teacher) <= cfg.teacher_max_length or not demos:
                 break
             demos = demos[1:]
@@ -167,7 +168,8 @@ def _attach_icl(tok, cfg: DataConfig, items: list[dict[str, Any]], examples: lis
         s_end = pair.student.spans[-1][1]
         s_off = s_end - len(it["input_ids"])
         if pair.student.input_ids[s_off:s_end] != it["input_ids"].tolist():
-            raise DataError("render_failed", "student view differs from the training item", location=f"{ex.source}:{ex.row_id}")
+            raise DataError("render_failed", "student view differs from the training item",
+                            location=f"{ex.source}:{ex.row_id}")
         t_end = pair.teacher_positions[-1] + 1
         it["teacher_input_ids"] = np.asarray(pair.teacher.input_ids[:t_end], dtype=np.int64)
         t_mask = np.zeros(t_end, dtype=np.int8)

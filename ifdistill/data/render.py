@@ -204,7 +204,8 @@ def render(tokenizer, messages: Sequence[Mapping[str, str]], *, enable_thinking:
     return Rendered(input_ids=ids, loss_mask=mask, spans=tuple(tok_spans))
 
 
-def render_prompt(tokenizer, messages: Sequence[Mapping[str, str]], *, enable_thinking: bool | None = None) -> list[int]:
+def render_prompt(tokenizer, messages: Sequence[Mapping[str, str]], *,
+                  enable_thinking: bool | None = None) -> list[int]:
     """Token ids of the generation prompt (``add_generation_prompt=True``) for a conversation that
     ends with a user turn -- identical to the prompt tokens :func:`render` trains on."""
     _check_messages(messages)

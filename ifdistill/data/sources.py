@@ -123,7 +123,8 @@ def _json_rows(path: Path) -> Iterator[tuple[str, str, Any]]:
     if isinstance(data, Mapping) and isinstance(data.get("data"), list):
         data = data["data"]
     if not isinstance(data, list):
-        raise DataError("wrong_type", "a .json source must hold a list of rows (or {'data': [...]})", location=str(path))
+        raise DataError("wrong_type", "a .json source must hold a list of rows (or {'data': [...]})",
+                        location=str(path))
     for i, row in enumerate(data):
         yield str(i), f"{path}:[{i}]", row
 

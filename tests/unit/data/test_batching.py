@@ -41,7 +41,9 @@ def model(request, tiny_model_dir):
     return m.eval()
 
 
-def reference(model, items) -> tuple[torch.Tensor, int]:
+@pytest.fixture(scope="module")
+def ref(model, items) -> tuple[torch.Tensor, int]:
+    """Sum of the per-example, unpadded losses and the number of supervised tokens."""
     total, count = torch.zeros(()), 0
     with torch.no_grad():
         for it in items:
@@ -55,8 +57,8 @@ def reference(model, items) -> tuple[torch.Tensor, int]:
 
 @pytest.mark.parametrize("max_row_tokens", [None, 260])
 @pytest.mark.parametrize("explicit_mask", [False, True])
-def test_packed_loss_equals_per_example_loss(model, items, max_row_tokens, explicit_mask):
-    ref, count = reference(model, items)
+def test_packed_loss_equals_per_example_loss(model, items, ref, max_row_tokens, explicit_mask):
+    ref, count = ref
     batch = PackCollator(0, max_row_tokens=max_row_tokens)(items)
     kwargs = packed_model_inputs(batch, model.config._attn_implementation, explicit_mask=explicit_mask)
     with torch.no_grad():
@@ -67,9 +69,9 @@ def test_packed_loss_equals_per_example_loss(model, items, max_row_tokens, expli
         assert batch["input_ids"].shape[0] > 1 and batch["input_ids"].shape[1] <= max_row_tokens
 
 
-def test_packing_without_boundaries_would_differ(model, items):
+def test_packing_without_boundaries_would_differ(model, items, ref):
     """Guard against a vacuous test: without restarting positions, examples attend to each other."""
-    ref, _ = reference(model, items)
+    ref, _ = ref
     batch = PackCollator(0)(items)
     with torch.no_grad():
         leaky = loss_sum(model(input_ids=batch["input_ids"], use_cache=False).logits, batch["labels"])
@@ -81,8 +83,8 @@ def test_packing_without_boundaries_would_differ(model, items):
     assert not torch.allclose(cached, ref, rtol=1e-3)
 
 
-def test_padded_loss_equals_per_example_loss(model, items):
-    ref, count = reference(model, items)
+def test_padded_loss_equals_per_example_loss(model, items, ref):
+    ref, count = ref
     batch = PadCollator(0, pad_to_multiple_of=8)(items)
     assert batch["input_ids"].shape[1] % 8 == 0
     with torch.no_grad():

@@ -128,3 +128,29 @@ def test_source_spec_validation():
         SourceSpec.from_mapping({"name": "x", "path": "a.jsonl", "ratio": 0.5})
     with pytest.raises(FileNotFoundError):
         load_source(SourceSpec(name="x", path="/nonexistent/a.jsonl"))
+
+
+def test_hf_branch_loads_a_local_dataset_directory(tmp_path):
+    """The Hugging Face path (load_dataset by name/config/split/revision), offline on a local folder."""
+    folder = tmp_path / "hf_ds"
+    folder.mkdir()
+    rows = [{"messages": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}]}
+            for i in range(5)]
+    (folder / "train.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    src = load_source(SourceSpec(name="hf", hf_name=str(folder), split="train"))
+    assert [ex.completion for ex in src.examples] == [f"a{i}" for i in range(5)]
+    ident = src.stats.identity
+    assert ident["kind"] == "hf" and ident["revision"] == "unpinned" and ident["num_rows"] == 5
+    assert src.examples[2].row_id == "2"
+
+
+def test_ifeval_inputs_and_synthetic_eval_load_as_prompt_only_examples():
+    from ifdistill.paths import ifeval_input_path
+
+    google = load_source(SourceSpec(name="ifeval", path=str(ifeval_input_path()), need_completion=False))
+    assert len(google.examples) == 541
+    ex = google.examples[0]
+    assert ex.key is not None and ex.instruction_id_list and len(ex.kwargs) == len(ex.instruction_id_list)
+    syn = load_source(SourceSpec(name="syn_eval", synthetic="eval", need_completion=False))
+    assert len(syn.examples) >= 100 and all(e.completion == "" and e.key for e in syn.examples)
+    assert syn.stats.identity["kind"] == "synthetic" and syn.stats.identity["sha256"]
