@@ -36,7 +36,16 @@ LAYOUTS = ("auto", "messages", "prompt_completion", "ifeval")
 class DataError(ValueError):
     """A row that cannot become an :class:`Example`; says where (file:line) and which field.
 
-    ``kind`` is one of :data:`ERROR_KINDS`; tolerant loading counts skipped rows by it.
+    ``kind`` is one of :data:`ERROR_KINDS`; tolerant loading counts skipped rows by it:
+
+    - ``malformed_json``: the line is not JSON (field: none);
+    - ``missing_field``: a required field is absent or null (``completion``, ``messages[1].content``);
+    - ``wrong_type``: a field has the wrong type (a number as ``prompt``, a row that is not an object);
+    - ``empty_completion``: the answer to learn is empty or whitespace;
+    - ``bad_value``: well-typed but unusable (unknown role, kwargs count != instruction count, ...);
+    - ``render_failed``: the chat template cannot render the row with a correct loss mask.
+
+    The message reads ``<file>:<line>: field '<field>': <what> [<kind>]``.
     """
 
     def __init__(self, kind: str, message: str, *, location: str | None = None, field: str | None = None):
