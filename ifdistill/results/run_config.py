@@ -1,0 +1,121 @@
+"""A run's resolved config, and the *grouping hash* that puts seed replicates of one setup together.
+
+Why a hash of our own and not the run's ``config_hash``: ``config_hash`` (``ifdistill.train.rundir``)
+identifies what is trained and covers the seed, so replicates of one setup carry different hashes.
+The report needs "same setup, different seed" -- the config without the seed and without everything
+that only says where files go, how they are logged or when they are evaluated, none of which can
+change the trained weights.
+
+Which config: ``run.json``'s ``hashed_config`` (the config training hashed, already without paths,
+loggers, callbacks and the ``run`` section) when present; else ``config.yaml`` (training's resolved
+config); else Hydra's ``.hydra/config.yaml`` (read unresolved: ``${seed}`` stays the same string
+across replicates); else metrics.json's ``config``.
+
+Ignored by :func:`grouping_hash` (the complete list; anything else counts):
+
+- any key named ``seed`` at any depth (``seed``, ``data.seed``, ``trainer.seed``): the replicate;
+- top-level sections ``paths``, ``hydra``, ``logger``, ``loggers``, ``wandb``, ``callbacks``: where
+  things are written, how they are logged and evaluated;
+- top-level ``run``, ``sweep``, ``job``, ``task_name``: run naming/resume/cadence, Hydra's run and
+  sweep directories (with timestamps) and job settings;
+- ``trainer.enable_progress_bar``, ``trainer.enable_model_summary``, ``trainer.log_every_n_steps``
+  (as training's own hash ignores them);
+- keys named ``config_hash``, ``output_dir``, ``log_dir``, ``save_dir``, ``dirpath``, ``run_dir``,
+  ``wandb_dir``, ``run_name``, ``run_id`` at any depth.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+# Candidate files, first found wins: what training writes (resolved), then Hydra's own copy.
+CONFIG_FILES = ("run.json", "config.yaml", ".hydra/config.yaml")
+
+IGNORED_ANY_DEPTH = frozenset({
+    "seed", "config_hash", "output_dir", "log_dir", "save_dir", "dirpath", "run_dir", "wandb_dir",
+    "run_name", "run_id",
+})
+IGNORED_TOP_LEVEL = frozenset({"paths", "hydra", "logger", "loggers", "wandb", "callbacks", "run", "sweep",
+                               "job", "task_name"})
+IGNORED_DOTTED = frozenset({"trainer.enable_progress_bar", "trainer.enable_model_summary",
+                            "trainer.log_every_n_steps"})
+
+
+def _load_yaml(path: Path) -> dict:
+    from omegaconf import OmegaConf
+
+    loaded = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def read_config(run_dir: str | os.PathLike) -> tuple[dict, str | None, Path | None]:
+    """``(config, config_hash, file)`` of a run directory; ``({}, None, None)`` when none is found.
+
+    ``run.json`` (training's) holds ``{"hashed_config": {...}, "config_hash": ...}``; a ``"config"``
+    entry or a plain config are accepted too.
+    """
+    run_dir = Path(run_dir)
+    for name in CONFIG_FILES:
+        file = run_dir / name
+        if not file.is_file():
+            continue
+        if file.suffix == ".json":
+            data = json.loads(file.read_text())
+            for key in ("hashed_config", "config"):
+                if isinstance(data.get(key), Mapping):
+                    return dict(data[key]), data.get("config_hash"), file
+            return data, data.get("config_hash"), file
+        data = _load_yaml(file)
+        return data, data.get("config_hash") if isinstance(data.get("config_hash"), str) else None, file
+    return {}, None, None
+
+
+def prune(config: Mapping[str, Any], _prefix: str = "") -> dict:
+    """``config`` without the ignored keys (see the module docstring), recursively."""
+    out = {}
+    for key, value in config.items():
+        dotted = f"{_prefix}{key}"
+        if key in IGNORED_ANY_DEPTH or (not _prefix and key in IGNORED_TOP_LEVEL) or dotted in IGNORED_DOTTED:
+            continue
+        out[key] = prune(value, dotted + ".") if isinstance(value, Mapping) else value
+    return out
+
+
+def grouping_hash(config: Mapping[str, Any]) -> str:
+    """12 hex digits of sha256 over the pruned config as canonical JSON (sorted keys).
+
+    Two runs get the same value exactly when their configs are equal after :func:`prune`.
+    """
+    blob = json.dumps(prune(config), sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (lists stay values)."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def differing_keys(configs: list[Mapping[str, Any]], limit: int = 8) -> list[str]:
+    """Flattened, non-ignored keys whose values are not the same in all ``configs`` (sorted).
+
+    These are the "key config values" of a comparison: what distinguishes the rows, seed excluded
+    (the seed has its own column).
+    """
+    flats = [flatten(prune(c)) for c in configs if c]
+    if len(flats) < 2:
+        return []
+    keys = sorted(set().union(*flats))
+    differing = [k for k in keys if len({json.dumps(f.get(k), sort_keys=True, default=str) for f in flats}) > 1]
+    return differing[:limit]

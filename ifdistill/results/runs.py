@@ -1,0 +1,219 @@
+"""From directories on disk to :class:`Run` objects: one per training run or stand-alone evaluation.
+
+Accepted inputs (``ifdistill-report`` takes any mix):
+
+- a **run directory**: holds ``metrics.json`` (see :mod:`ifdistill.results.run_metrics`); each
+  evaluated checkpoint points at its evaluator output dir (``results_dir``, relative to the run
+  directory or absolute), from which the per-prompt vectors for paired tests are read;
+- an **evaluator output directory**: holds ``results.json`` (a base model, or a checkpoint evaluated
+  by hand); it becomes a run with a single checkpoint and no training metrics;
+- a **sweep directory**: anything else; searched (up to :data:`MAX_DEPTH` levels) for the two above.
+  A run directory is not searched further, so its own evaluator outputs are not listed twice.
+
+Final and best checkpoint: *final* is the highest evaluated step; *best* the one with the highest
+selection metric (prompt-level strict by default, the primary IFEval metric). The best checkpoint is
+chosen on the evaluation prompts themselves and is therefore optimistic -- the report always shows it
+next to the final one, never instead of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ifdistill.ifeval.stats import METRICS
+from ifdistill.results import eval_output, run_config, run_metrics
+from ifdistill.results.eval_output import EvalOutput
+
+MAX_DEPTH = 4
+# Training-metric names, tried in order; ``*`` matches any part (fnmatch), so ``val/*/acc`` finds the
+# SFT module's ``val/<held-out set>/acc`` (the first set in sorted order when there are several).
+# Held-out values come before training-stream ones, which are noisier (one logging interval).
+DEFAULT_TFA_KEYS = ("val/tfa", "val/*/tfa", "val/*/acc", "train/tfa", "train/acc")
+DEFAULT_TFCE_KEYS = ("val/tfce", "val/*/tfce", "val/*/ce", "train/tfce", "train/ce")
+
+
+@dataclasses.dataclass
+class Checkpoint:
+    """One evaluated checkpoint. ``output`` is loaded from ``results_dir`` when that exists."""
+
+    step: int | None
+    metrics: dict[str, Any]
+    per_instruction_type: dict[str, Any]
+    eval_config_hash: str | None
+    results_dir: Path | None
+    output: EvalOutput | None = None
+
+    def metric(self, name: str) -> float | None:
+        value = self.metrics.get(name)
+        return None if value is None else float(value)
+
+
+@dataclasses.dataclass
+class Run:
+    name: str
+    path: Path
+    kind: str  # "run" (training run) or "eval" (a stand-alone evaluator output)
+    method: str | None
+    seed: int | None
+    config_hash: str | None
+    group_hash: str
+    config: dict[str, Any]
+    key_values: dict[str, Any]
+    checkpoints: list[Checkpoint]
+    train: dict[int, dict[str, Any]]
+    failures: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    @property
+    def final(self) -> Checkpoint | None:
+        return self.checkpoints[-1] if self.checkpoints else None
+
+    def best(self, metric: str = "prompt_level_strict_acc") -> Checkpoint | None:
+        """Highest ``metric``; ties go to the earlier step (the cheaper model to keep)."""
+        scored = [c for c in self.checkpoints if c.metric(metric) is not None]
+        return max(scored, key=lambda c: c.metric(metric)) if scored else None  # max keeps the first
+
+    def train_at(self, step: int | None, keys: Sequence[str]) -> tuple[float | None, int | None]:
+        """The first of ``keys`` (patterns) found at ``step`` or the latest step before it.
+
+        Returns ``(value, step it was logged at)``; ``(None, None)`` when none is found.
+        """
+        steps = sorted(s for s in self.train if step is None or s <= step)
+        for s in reversed(steps):
+            values = self.train[s]
+            for pattern in keys:
+                for name in sorted(fnmatch.filter(values, pattern)):
+                    if values[name] is not None:
+                        return float(values[name]), s
+        return None, None
+
+
+def method_of(config: Mapping[str, Any]) -> str | None:
+    """``method.name``, else the module of ``method._target_`` without ``_module``
+    (``ifdistill.train.sft_module.SFTModule`` -> ``sft``)."""
+    section = config.get("method")
+    if not isinstance(section, Mapping):
+        return section if isinstance(section, str) else None
+    if section.get("name"):
+        return str(section["name"])
+    target = str(section.get("_target_") or "")
+    parts = target.split(".")
+    return parts[-2].removesuffix("_module") if len(parts) >= 2 else None
+
+
+def discover(paths: Sequence[str | os.PathLike]) -> list[tuple[str, Path]]:
+    """``[(kind, dir)]`` for the inputs, in argument order then path order, without duplicates."""
+    found: list[tuple[str, Path]] = []
+    seen: set[Path] = set()
+
+    def visit(path: Path, depth: int) -> None:
+        resolved = path.resolve()
+        if resolved in seen:
+            return
+        if (path / run_metrics.FILENAME).is_file():
+            seen.add(resolved)
+            found.append(("run", path))
+        elif eval_output.is_eval_dir(path):
+            seen.add(resolved)
+            found.append(("eval", path))
+        elif depth < MAX_DEPTH:
+            for child in sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")):
+                visit(child, depth + 1)
+
+    for p in paths:
+        path = Path(p)
+        if not path.is_dir():
+            raise FileNotFoundError(f"{path}: not a directory")
+        visit(path, 0)
+    return found
+
+
+def _checkpoint(run_dir: Path, entry: Mapping[str, Any]) -> Checkpoint:
+    results_dir = entry.get("results_dir")
+    path = None
+    if results_dir:
+        path = Path(results_dir)
+        path = path if path.is_absolute() else run_dir / path
+    output = eval_output.load(path) if path is not None and eval_output.is_eval_dir(path) else None
+    metrics = dict(entry.get("metrics") or (output.metrics if output else {}))
+    per_type = dict(entry.get("per_instruction_type") or (output.per_instruction_type if output else {}))
+    return Checkpoint(step=int(entry["step"]), metrics=metrics, per_instruction_type=per_type,
+                      eval_config_hash=entry.get("eval_config_hash"), results_dir=path, output=output)
+
+
+def load_training_run(run_dir: str | os.PathLike) -> Run:
+    run_dir = Path(run_dir)
+    data = run_metrics.read(run_dir)
+    config, file_hash, _ = run_config.read_config(run_dir)
+    key_values = dict(data.get("config") or {})
+    if not config:
+        config = dict(key_values)
+    seed = data.get("seed")
+    if seed is None and isinstance(config.get("seed"), int):
+        seed = config["seed"]
+    method = data.get("method") or method_of(config)
+    checkpoints, failures = [], list(data.get("failures") or [])
+    for entry in data.get("checkpoints", {}).values():
+        ckpt = _checkpoint(run_dir, entry)
+        if all(m in ckpt.metrics for m in METRICS):
+            checkpoints.append(ckpt)
+        else:  # listed, but neither metrics.json nor a results.json holds its numbers
+            failures.append({"step": ckpt.step, "reason": f"no aggregates (results_dir {ckpt.results_dir})"})
+    checkpoints.sort(key=lambda c: c.step)
+    train = {int(s): dict(v) for s, v in (data.get("train") or {}).items()}
+    return Run(
+        name=data.get("run_id") or run_dir.name, path=run_dir, kind="run", method=method, seed=seed,
+        config_hash=data.get("config_hash") or file_hash,
+        group_hash=run_config.grouping_hash(config) if config else (data.get("config_hash") or run_dir.name),
+        config=config, key_values=key_values, checkpoints=checkpoints, train=train, failures=failures,
+    )
+
+
+def load_eval_dir(path: str | os.PathLike, name: str | None = None, method: str | None = None) -> Run:
+    """A stand-alone evaluation as a run with one checkpoint (its step, when results.json says)."""
+    path = Path(path)
+    out = eval_output.load(path)
+    step = out.raw.get("step")
+    if step is None:  # an export directory is named exports/step_XXXXXX
+        found = re.search(r"step_(\d+)", str(out.model.get("export_dir") or ""))
+        step = int(found.group(1)) if found else None
+    # Same weights (adapter included) and same eval config: replicates of one evaluation.
+    config = {"weights": out.model.get("weights_digest") or out.model.get("path"),
+              "adapter": out.model.get("adapter_weights_sha256") or out.model.get("adapter_path"),
+              "eval_config_hash": out.eval_config_hash}
+    ckpt = Checkpoint(step=int(step) if step is not None else None, metrics=out.metrics,
+                      per_instruction_type=out.per_instruction_type,
+                      eval_config_hash=out.eval_config_hash, results_dir=path, output=out)
+    # No training seed and no training config_hash: the row is identified by its eval_config_hash.
+    return Run(name=name or path.name, path=path, kind="eval", method=method or "eval", seed=None,
+               config_hash=None, group_hash=run_config.grouping_hash(config),
+               config=config, key_values={}, checkpoints=[ckpt], train={})
+
+
+def load_all(paths: Sequence[str | os.PathLike]) -> list[Run]:
+    """Every run found under ``paths``; names made unique (``name``, ``name#2``...) for the tables."""
+    runs = [load_training_run(p) if kind == "run" else load_eval_dir(p) for kind, p in discover(paths)]
+    counts: dict[str, int] = {}
+    for r in runs:
+        counts[r.name] = counts.get(r.name, 0) + 1
+        if counts[r.name] > 1:
+            r.name = f"{r.name}#{counts[r.name]}"
+    return runs
+
+
+def find_run(runs: Sequence[Run], name_or_dir: str) -> Run:
+    """The run named ``name_or_dir``, or whose directory is that path."""
+    for r in runs:
+        if r.name == name_or_dir:
+            return r
+    target = Path(name_or_dir)
+    if target.exists():
+        for r in runs:
+            if r.path.resolve() == target.resolve():
+                return r
+    raise KeyError(f"no run named or located at {name_or_dir!r}; have: {', '.join(r.name for r in runs)}")
