@@ -1,0 +1,155 @@
+"""Differences between two evaluations of the same prompts, with the right standard error and tests.
+
+Why paired: two checkpoints evaluated on the same 541 prompts are strongly correlated -- most prompts
+pass or fail for both. The unpaired standard error of a difference, ``sqrt(se_a^2 + se_b^2)``, ignores
+that and calls real differences noise; the paired one uses the per-prompt differences.
+
+Standard error of a difference (the one the "under 2 standard errors" flag uses):
+
+- **paired** (both evaluations have samples.jsonl; prompts matched by key): with ``d_i`` the
+  per-prompt difference of followed counts (prompt level: ``x_i - y_i`` in {-1, 0, 1}; instruction
+  level: ``y_ai - y_bi``) and ``m_i`` the prompt's instruction count (1 at prompt level),
+  ``se = sqrt(n/(n-1) * sum (d_i - delta m_i)^2) / sum m_i``. That is the scorer's cluster-robust
+  ratio standard error (:func:`ifdistill.ifeval.stats.clustered_ratio_stderr`) applied to ``d_i``; at
+  prompt level it is the sample standard deviation of ``d_i`` over ``sqrt(n)``.
+- **unpaired** (a side lacks samples): ``sqrt(se_a^2 + se_b^2)`` from the two results.json files.
+
+Tests (prompt level, strict and loose): McNemar's exact test on the pass/fail vectors and a paired
+bootstrap percentile interval of the difference -- both from :mod:`ifdistill.ifeval.stats`.
+Sign convention everywhere: ``delta = run - reference``; "gained" prompts fail in the reference and
+pass in the run, "lost" prompts the reverse.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ifdistill.ifeval.stats import METRICS, clustered_ratio_stderr, mcnemar_exact, paired_bootstrap
+from ifdistill.results.eval_output import MODES, PromptResult, paired_samples
+
+NOISE_SE = 2.0  # "a difference smaller than 2 standard errors is not meaningful"
+
+
+def _level_mode(metric: str) -> tuple[str, str]:
+    level, _, mode = metric.removesuffix("_acc").partition("_level_")
+    return level, mode
+
+
+def within_noise(delta: float, se: float | None) -> bool | None:
+    """``|delta| < 2 se`` (a zero delta counts as noise even when se is 0, e.g. identical runs);
+    ``None`` when no standard error is known."""
+    if se is None or math.isnan(se):
+        return None if delta != 0 else True
+    return delta == 0 or abs(delta) < NOISE_SE * se
+
+
+def _paired_metric(metric: str, run: Sequence[PromptResult], ref: Sequence[PromptResult]
+                   ) -> tuple[float, float, float, float]:
+    """``(run value, reference value, delta, paired se)`` computed from aligned samples."""
+    level, mode = _level_mode(metric)
+    if level == "prompt":
+        a = [int(r.prompt(mode)) for r in run]
+        b = [int(r.prompt(mode)) for r in ref]
+        m = [1] * len(a)
+    else:
+        a = [sum(r.inst(mode)) for r in run]
+        b = [sum(r.inst(mode)) for r in ref]
+        m = [len(r.inst(mode)) for r in run]
+    total = sum(m)
+    d = [x - y for x, y in zip(a, b)]
+    return sum(a) / total, sum(b) / total, sum(d) / total, clustered_ratio_stderr(d, m)
+
+
+def compare(run_metrics: Mapping[str, Any], run_samples: Sequence[PromptResult] | None,
+            ref_metrics: Mapping[str, Any], ref_samples: Sequence[PromptResult] | None, *,
+            n_resamples: int = 10000, seed: int = 0, confidence: float = 0.95) -> dict[str, Any]:
+    """Deltas of the four IFEval metrics (run - reference) with standard errors, flags and tests.
+
+    Returns ``{"paired": bool, "n_paired": int, "metrics": {name: {run, reference, delta, se,
+    se_kind, within_2se}}, "mcnemar": {mode: {gained, lost, n_discordant, p_value}},
+    "bootstrap": {mode: {difference, ci_low, ci_high, confidence, ...}}}``; the two tests are empty
+    when unpaired.
+    """
+    run_al, ref_al = ([], [])
+    if run_samples is not None and ref_samples is not None:
+        run_al, ref_al = paired_samples(run_samples, ref_samples)
+    paired = len(run_al) >= 2
+    out: dict[str, Any] = {"paired": paired, "n_paired": len(run_al), "metrics": {}, "mcnemar": {},
+                           "bootstrap": {}}
+    for metric in METRICS:
+        if paired:
+            a, b, delta, se = _paired_metric(metric, run_al, ref_al)
+            kind = "paired"
+        else:
+            a, b = float(run_metrics[metric]), float(ref_metrics[metric])
+            delta = a - b
+            se_a = run_metrics.get(f"{metric}_stderr")
+            se_b = ref_metrics.get(f"{metric}_stderr")
+            se = math.sqrt(se_a**2 + se_b**2) if se_a is not None and se_b is not None else math.nan
+            kind = "unpaired"
+        out["metrics"][metric] = {"run": a, "reference": b, "delta": delta, "se": se, "se_kind": kind,
+                                  "within_2se": within_noise(delta, se)}
+    if paired:
+        for mode in MODES:
+            ref_vec = [r.prompt(mode) for r in ref_al]
+            run_vec = [r.prompt(mode) for r in run_al]
+            test = mcnemar_exact(ref_vec, run_vec)
+            out["mcnemar"][mode] = {"gained": test["b01"], "lost": test["b10"],
+                                    "n_discordant": test["n_discordant"], "p_value": test["p_value"]}
+            out["bootstrap"][mode] = paired_bootstrap([float(x) for x in run_vec], [float(x) for x in ref_vec],
+                                                      n_resamples=n_resamples, seed=seed,
+                                                      confidence=confidence)
+    return out
+
+
+def per_type_changes(run_samples: Sequence[PromptResult] | None, ref_samples: Sequence[PromptResult] | None,
+                     run_types: Mapping[str, Any], ref_types: Mapping[str, Any], mode: str = "strict"
+                     ) -> dict[str, dict[str, Any]]:
+    """Per instruction type: accuracy in reference and run, delta, paired se, gained and forgotten.
+
+    *Gained* instructions fail in the reference and pass in the run; *forgotten* ones pass in the
+    reference and fail in the run (forgetting, when the reference is the base model). The paired se
+    clusters a type's instructions by prompt (a prompt can hold the same type twice). Without samples
+    only the accuracies from results.json are compared (no se, no counts of gained/forgotten).
+    """
+    out: dict[str, dict[str, Any]] = {}
+    if run_samples is not None and ref_samples is not None:
+        run_al, ref_al = paired_samples(run_samples, ref_samples)
+        per: dict[str, dict[str, list]] = {}
+        for r, b in zip(run_al, ref_al):
+            counts: dict[str, list[int]] = {}
+            for iid, x, y in zip(r.instruction_ids, r.inst(mode), b.inst(mode)):
+                c = counts.setdefault(iid, [0, 0, 0, 0, 0])  # m, run, ref, gained, forgotten
+                c[0] += 1
+                c[1] += x
+                c[2] += y
+                c[3] += (not y) and x
+                c[4] += y and not x
+            for iid, c in counts.items():
+                p = per.setdefault(iid, {"m": [], "d": [], "run": [], "ref": [], "gained": [], "forgotten": []})
+                p["m"].append(c[0])
+                p["d"].append(c[1] - c[2])
+                p["run"].append(c[1])
+                p["ref"].append(c[2])
+                p["gained"].append(c[3])
+                p["forgotten"].append(c[4])
+        for iid in sorted(per):
+            p = per[iid]
+            total = sum(p["m"])
+            delta = sum(p["d"]) / total
+            se = clustered_ratio_stderr(p["d"], p["m"])
+            out[iid] = {"count": total, "reference": sum(p["ref"]) / total, "run": sum(p["run"]) / total,
+                        "delta": delta, "se": se, "within_2se": within_noise(delta, se),
+                        "gained": sum(p["gained"]), "forgotten": sum(p["forgotten"])}
+        return out
+    key = f"{mode}_acc"
+    for iid in sorted(set(run_types) | set(ref_types)):
+        a = (run_types.get(iid) or {}).get(key)
+        b = (ref_types.get(iid) or {}).get(key)
+        count = (ref_types.get(iid) or run_types.get(iid) or {}).get("count")
+        delta = a - b if a is not None and b is not None else None
+        out[iid] = {"count": count, "reference": b, "run": a, "delta": delta, "se": None,
+                    "within_2se": None, "gained": None, "forgotten": None}
+    return out
