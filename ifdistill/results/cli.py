@@ -1,0 +1,174 @@
+"""``ifdistill-report``: results tables, deltas with paired tests, plots; the ICL gap; the LoRA check.
+
+Three subcommands (``runs`` is the default, so ``ifdistill-report DIR...`` works)::
+
+    ifdistill-report [runs] DIR... [--baseline NAME_OR_DIR] [--base-model RESULTS_DIR] [-o OUT_DIR]
+                     [--checkpoint final|best] [--tfa-key KEY] [--tfce-key KEY] [--wandb]
+    ifdistill-report icl-gap ZERO_SHOT_RESULTS_DIR K_SHOT_RESULTS_DIR [-o OUT_DIR]
+    ifdistill-report lora-check BASE_MODEL_DIR ADAPTER_DIR [--merged DIR] [--prompts JSONL] [--limit N]
+
+``DIR`` is a run directory (with metrics.json), an evaluator output directory (with results.json),
+or a folder holding either (a sweep); see :mod:`ifdistill.results.runs`. ``runs`` writes
+``report.md``, ``report.csv`` (+ ``per_instruction_type.csv``, ``seed_groups.csv``), the combined
+``metrics.json`` and the PNGs into ``OUT_DIR``. The Python entry point for the same work is
+:func:`write_report`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ifdistill.ifeval.stats import METRICS
+from ifdistill.results import runs as runs_mod
+from ifdistill.results.report import ReportOptions, build_report, json_safe
+
+SUBCOMMANDS = ("runs", "icl-gap", "lora-check")
+
+
+def write_report(inputs: Sequence[str | Path], out_dir: str | Path, *, base_model: str | Path | None = None,
+                 options: ReportOptions | None = None, wandb: bool = False,
+                 wandb_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Load the runs under ``inputs``, build the report and write every output into ``out_dir``.
+
+    Returns ``{"report": <the dict>, "files": [written paths], "wandb": <run info or None>}``.
+    """
+    from ifdistill.results import plots, tables
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    loaded = runs_mod.load_all(inputs)
+    base = runs_mod.load_eval_dir(base_model, name="base", method="base") if base_model else None
+    if base is not None:
+        loaded = [r for r in loaded if r.path.resolve() != base.path.resolve()]
+    report = build_report(loaded, base, options)
+    files = plots.write_plots(report, out)
+    (out / "report.md").write_text(tables.render_markdown(report, images={p.name for p in files}))
+    files += [out / "report.md", *tables.write_csvs(report, out)]
+    (out / "metrics.json").write_text(json.dumps(json_safe(report), indent=2, sort_keys=False) + "\n")
+    files.append(out / "metrics.json")
+    info = None
+    if wandb:
+        from ifdistill.results.wandb_upload import upload
+
+        info = upload(report, out, **(wandb_kwargs or {}))
+    return {"report": report, "files": files, "wandb": info}
+
+
+def _add_bootstrap_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bootstrap-resamples", type=int, default=10000)
+    p.add_argument("--bootstrap-seed", type=int, default=0)
+    p.add_argument("--confidence", type=float, default=0.95)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ifdistill-report", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="{runs,icl-gap,lora-check}")
+
+    p = sub.add_parser("runs", help="the results report of runs / sweeps / evaluator outputs (default)")
+    p.add_argument("inputs", nargs="+", help="run dirs, sweep dirs or evaluator output dirs")
+    p.add_argument("--baseline", help="row to compute deltas against (run name or directory; 'base' for "
+                   "--base-model); default: the base model if given, else the first row")
+    p.add_argument("--base-model", help="evaluator output dir of the base model (per-type gain/forgetting)")
+    p.add_argument("-o", "--out-dir", help="default: outputs/report/<date_time>")
+    p.add_argument("--checkpoint", choices=("final", "best"), default="final",
+                   help="which checkpoint of each run the deltas compare (default: final)")
+    p.add_argument("--select-metric", choices=METRICS, default="prompt_level_strict_acc",
+                   help="metric that picks the best checkpoint and orders the rankings")
+    p.add_argument("--tfa-key", action="append", help="training metric name of teacher-forced accuracy "
+                   f"(repeatable; first found wins; default: {', '.join(runs_mod.DEFAULT_TFA_KEYS)})")
+    p.add_argument("--tfce-key", action="append", help="training metric name of teacher-forced "
+                   f"cross-entropy (default: {', '.join(runs_mod.DEFAULT_TFCE_KEYS)})")
+    p.add_argument("--per-type-mode", choices=("strict", "loose"), default="strict")
+    _add_bootstrap_args(p)
+    p.add_argument("--wandb", action="store_true", help="also log tables and PNGs to a W&B run")
+    p.add_argument("--wandb-project", default="ifdistill")
+    p.add_argument("--wandb-mode", choices=("online", "offline"), help="default: $WANDB_MODE / wandb's own")
+
+    p = sub.add_parser("icl-gap", help="k-shot minus 0-shot of one model, from two evaluator outputs")
+    p.add_argument("zero_shot_dir")
+    p.add_argument("k_shot_dir")
+    p.add_argument("-o", "--out-dir", help="default: next to the k-shot output, icl_gap/")
+    _add_bootstrap_args(p)
+
+    p = sub.add_parser("lora-check", help="live vs reloaded vs merged LoRA generations agree?")
+    p.add_argument("base_model_dir")
+    p.add_argument("adapter_dir")
+    p.add_argument("--merged", help="an exported merged model directory to compare as well")
+    p.add_argument("--prompts", help="IFEval-format JSONL (default: the shared IFEval prompts)")
+    p.add_argument("--limit", type=int, default=16, help="number of prompts (default 16)")
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("-o", "--out-dir", help="default: <adapter_dir>/lora_check")
+    p.add_argument("--fail-on-mismatch", action="store_true", help="exit 1 when any two paths disagree")
+    return parser
+
+
+def _cmd_runs(args) -> int:
+    options = ReportOptions(
+        baseline=args.baseline, checkpoint=args.checkpoint, select_metric=args.select_metric,
+        tfa_keys=tuple(args.tfa_key) if args.tfa_key else runs_mod.DEFAULT_TFA_KEYS,
+        tfce_keys=tuple(args.tfce_key) if args.tfce_key else runs_mod.DEFAULT_TFCE_KEYS,
+        per_type_mode=args.per_type_mode, n_resamples=args.bootstrap_resamples,
+        bootstrap_seed=args.bootstrap_seed, confidence=args.confidence)
+    out_dir = Path(args.out_dir or Path("outputs/report") / time.strftime("%Y-%m-%d_%H-%M-%S"))
+    result = write_report(args.inputs, out_dir, base_model=args.base_model, options=options,
+                          wandb=args.wandb, wandb_kwargs={"project": args.wandb_project, "mode": args.wandb_mode})
+    report = result["report"]
+    print(f"{len(report['runs'])} row(s), baseline {report['baseline']}; wrote {out_dir}/report.md "
+          f"and {len(result['files']) - 1} more file(s)")
+    if result["wandb"]:
+        print(f"W&B run {result['wandb']['id']} ({result['wandb']['url'] or result['wandb']['dir']})")
+    return 0
+
+
+def _cmd_icl_gap(args) -> int:
+    from ifdistill.results import icl_gap
+
+    gap = icl_gap.icl_gap(args.zero_shot_dir, args.k_shot_dir, n_resamples=args.bootstrap_resamples,
+                          seed=args.bootstrap_seed, confidence=args.confidence)
+    written = icl_gap.write(gap, args.out_dir or Path(args.k_shot_dir) / "icl_gap")
+    print(icl_gap.render_markdown(gap))
+    print(f"wrote {written[1]}")
+    return 0
+
+
+def _cmd_lora_check(args) -> int:
+    from ifdistill.paths import ifeval_input_path
+    from ifdistill.results import lora_check
+
+    prompts = lora_check.load_prompts(args.prompts or ifeval_input_path(), args.limit)
+    result = lora_check.check_lora_load_paths(args.base_model_dir, args.adapter_dir, prompts,
+                                              merged_dir=args.merged, max_new_tokens=args.max_new_tokens,
+                                              dtype=args.dtype)
+    written = lora_check.write(result, args.out_dir or Path(args.adapter_dir) / "lora_check")
+    print(lora_check.render_markdown(result))
+    print(f"wrote {written[1]}")
+    return 1 if args.fail_on_mismatch and not result["all_agree"] else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help"):
+        argv.insert(0, "runs")
+    args = _parser().parse_args(argv)
+    if args.command is None:
+        _parser().print_help()
+        return 2
+    handler = {"runs": _cmd_runs, "icl-gap": _cmd_icl_gap, "lora-check": _cmd_lora_check}[args.command]
+    try:
+        return handler(args)
+    except (KeyError, FileNotFoundError, ValueError) as e:  # EvalOutputError is a ValueError
+        message = e.args[0] if isinstance(e, KeyError) and e.args else e
+        print(f"ifdistill-report: error: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""PNG figures of a report: IFEval against step, teacher-forced metrics against IFEval, per-type map.
+
+Why these three: the curve shows when a run peaks (the researchers' tables are per checkpoint); the
+teacher-forced scatter makes visible that token accuracy / cross-entropy and IFEval can move apart
+(../shared/context.md, sections 2 and 3); the heatmap shows which instruction types a method gains or
+forgets relative to the base model, which one aggregate number hides.
+
+All figures are drawn from the report dict (:func:`ifdistill.results.report.build_report`) with the
+Agg backend, so they render on a machine without a display.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+LEVELS = (("prompt", "Prompt level"), ("inst", "Instruction level"))
+DPI = 130
+
+
+def _ok(v: Any) -> bool:
+    return v is not None and not (isinstance(v, float) and math.isnan(v))
+
+
+def _colors(report: dict) -> dict[str, Any]:
+    """One colour per row for every figure; rows without steps (base model) are dark grey."""
+    cmap = plt.get_cmap("tab10")
+    stepped = [n for n, pts in report["curves"].items() if any(p["step"] is not None for p in pts)]
+    colors = {n: "0.25" for n in report["curves"]}
+    colors.update({n: cmap(i % 10) for i, n in enumerate(stepped)})
+    return colors
+
+
+def plot_ifeval_vs_step(report: dict, path: Path) -> Path | None:
+    """Two panels (prompt / instruction level): strict solid with a ±1 se band, loose dashed.
+
+    Rows without steps (a base model, a stand-alone evaluation) are horizontal reference lines.
+    """
+    curves = report["curves"]
+    stepped = {n: [p for p in pts if p["step"] is not None] for n, pts in curves.items()}
+    if not any(stepped.values()):
+        return None
+    colors = _colors(report)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), sharex=True)
+    for ax, (level, title) in zip(axes, LEVELS):
+        for name, points in curves.items():
+            pts = stepped[name]
+            c = colors[name]
+            strict, loose = f"{level}_level_strict_acc", f"{level}_level_loose_acc"
+            if not pts:  # reference line
+                p = points[0] if points else {}
+                if _ok(p.get(strict)):
+                    ax.axhline(100 * p[strict], color=c, lw=1.2, ls=":", label=f"{name} strict")
+                if _ok(p.get(loose)):
+                    ax.axhline(100 * p[loose], color=c, lw=1.2, ls="-.", alpha=0.7, label=f"{name} loose")
+                continue
+            steps = [p["step"] for p in pts]
+            ys = [100 * p[strict] if _ok(p.get(strict)) else math.nan for p in pts]
+            ses = [100 * p[f"{strict}_stderr"] if _ok(p.get(f"{strict}_stderr")) else 0.0 for p in pts]
+            ax.plot(steps, ys, "-o", color=c, ms=4, label=f"{name} strict")
+            ax.fill_between(steps, [y - s for y, s in zip(ys, ses)], [y + s for y, s in zip(ys, ses)],
+                            color=c, alpha=0.15, lw=0)
+            yl = [100 * p[loose] if _ok(p.get(loose)) else math.nan for p in pts]
+            ax.plot(steps, yl, "--s", color=c, ms=3, alpha=0.85, label=f"{name} loose")
+        ax.set_title(f"IFEval {title.lower()} accuracy")
+        ax.set_xlabel("training step")
+        ax.set_ylabel("accuracy (%)")
+        ax.grid(alpha=0.3)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
+    fig.suptitle("IFEval over checkpoints (strict: solid, band = ±1 se; loose: dashed)", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def plot_tf_vs_ifeval(report: dict, path: Path, metric: str = "prompt_level_strict_acc") -> Path | None:
+    """IFEval (y) against teacher-forced accuracy and cross-entropy (x), one path per run over its
+    checkpoints (labelled with the step). Runs whose paths cross or run backwards are where the
+    training diagnostics and the evaluation disagree."""
+    curves = {n: [p for p in pts if p["step"] is not None and _ok(p.get(metric))]
+              for n, pts in report["curves"].items()}
+    panels = [(key, label) for key, label in (("tfa", "teacher-forced accuracy (higher = better imitation)"),
+                                              ("tfce", "teacher-forced cross-entropy (lower = better; axis reversed)"))
+              if any(_ok(p.get(key)) for pts in curves.values() for p in pts)]
+    if not panels:
+        return None
+    colors = _colors(report)
+    references = {n: pts[0][metric] for n, pts in report["curves"].items()
+                  if len(pts) == 1 and pts[0]["step"] is None and _ok(pts[0].get(metric))}
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.8), squeeze=False)
+    for ax, (key, label) in zip(axes[0], panels):
+        for name, y in references.items():
+            ax.axhline(100 * y, color=colors[name], lw=1.2, ls=":", label=f"{name} (IFEval only)")
+        for name, pts in curves.items():
+            pts = [p for p in pts if _ok(p.get(key))]
+            if not pts:
+                continue
+            xs = [p[key] for p in pts]
+            ys = [100 * p[metric] for p in pts]
+            ax.plot(xs, ys, "-", color=colors[name], alpha=0.5, lw=1)
+            ax.scatter(xs, ys, color=colors[name], s=[18 + 50 * i / max(1, len(pts) - 1) for i in range(len(pts))],
+                       label=name, zorder=3)
+            for x, y, p in zip(xs, ys, pts):
+                ax.annotate(str(p["step"]), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7,
+                            color=colors[name])
+        if key == "tfce":
+            ax.invert_xaxis()  # better to the right in both panels
+        ax.set_xlabel(label)
+        ax.set_ylabel(f"IFEval {metric.replace('_acc', '').replace('_', ' ')} (%)")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8, frameon=False)
+    fig.suptitle("Training diagnostics against IFEval over checkpoints (labels: step; larger = later)",
+                 fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def plot_per_type_heatmap(report: dict, path: Path) -> Path | None:
+    """Rows: instruction types (with the reference's accuracy and count); columns: runs; cell: change
+    in percentage points against the reference (red = forgotten, blue = gained; '~' = noise)."""
+    pt = report["per_instruction_type"]
+    names = list(pt["runs"])
+    types = sorted({t for r in pt["runs"].values() for t in r})
+    if not names or not types:
+        return None
+    values = [[(pt["runs"][n].get(t) or {}).get("delta") for n in names] for t in types]
+    grid = [[100 * v if _ok(v) else math.nan for v in row] for row in values]
+    finite = [abs(v) for row in grid for v in row if not math.isnan(v)]
+    limit = max(finite + [1.0])
+    fig, ax = plt.subplots(figsize=(2.2 + 1.3 * len(names) + 3.0, 0.8 + 0.32 * len(types)))
+    im = ax.imshow(grid, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
+    for i, t in enumerate(types):
+        for j, n in enumerate(names):
+            cell = pt["runs"][n].get(t) or {}
+            v = grid[i][j]
+            if math.isnan(v):
+                continue
+            text = ("0" if round(v) == 0 else f"{v:+.0f}") + ("~" if cell.get("within_2se") else "")
+            ax.text(j, i, text, ha="center", va="center", fontsize=7,
+                    color="white" if abs(v) > 0.6 * limit else "black")
+    labels = []
+    for t in types:
+        ref = next((pt["runs"][n][t] for n in names if t in pt["runs"][n]), {})
+        acc = f"{100 * ref['reference']:.0f}%" if _ok(ref.get("reference")) else "–"
+        labels.append(f"{t} (n={ref.get('count', '–')}, {acc})")
+    ax.set_yticks(range(len(types)), labels, fontsize=7)
+    ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
+    cbar = fig.colorbar(im, ax=ax, fraction=0.04, pad=0.02)
+    cbar.set_label(f"Δ {pt['mode']} accuracy vs {pt['reference']} (pp)")
+    ax.set_title(f"Per instruction type: change of {pt['mode']} accuracy against {pt['reference']}\n"
+                 f"row label: n instructions, {pt['reference']} accuracy; ~ = under 2 paired se", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def write_plots(report: dict, out_dir: Path) -> list[Path]:
+    """All figures that have data; returns the paths written."""
+    made = [plot_ifeval_vs_step(report, out_dir / "ifeval_vs_step.png"),
+            plot_tf_vs_ifeval(report, out_dir / "tf_vs_ifeval.png", report["rankings"]["metric"]),
+            plot_per_type_heatmap(report, out_dir / "per_type_heatmap.png")]
+    return [p for p in made if p is not None]

@@ -1,0 +1,279 @@
+"""Writing the report dict as report.md (for people) and CSV files (for spreadsheets and scripts).
+
+Markdown shows IFEval values in percent with two decimals (as the researchers' tables do), deltas in
+percentage points, and marks a delta under two standard errors with ``~``. The CSV files keep raw
+fractions and every standard error, one row per run (``report.csv``), per run and instruction type
+(``per_instruction_type.csv``) and per seed group (``seed_groups.csv``).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Collection, Sequence
+from pathlib import Path
+from typing import Any
+
+from ifdistill.ifeval.stats import METRICS
+from ifdistill.results.eval_output import MODES
+
+SHORT = {
+    "prompt_level_strict_acc": "prompt strict",
+    "inst_level_strict_acc": "inst strict",
+    "prompt_level_loose_acc": "prompt loose",
+    "inst_level_loose_acc": "inst loose",
+}
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def pct(v: float | None, se: float | None = None) -> str:
+    if _missing(v):
+        return "–"
+    return f"{100 * v:.2f}" if _missing(se) else f"{100 * v:.2f} ± {100 * se:.2f}"
+
+
+def signed(delta: float | None, se: float | None = None, noise: bool | None = None) -> str:
+    if _missing(delta):
+        return "–"
+    text = f"{100 * delta:+.2f}" + ("" if _missing(se) else f" ± {100 * se:.2f}")
+    return text + (" ~" if noise else "")
+
+
+def num(v: Any, digits: int = 4) -> str:
+    if _missing(v):
+        return "–"
+    return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
+
+
+def value(v: Any) -> str:
+    """A config value: floats as written (``0.18``, ``1e-05``), everything else as str."""
+    if _missing(v):
+        return "–"
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def p_value(p: float | None) -> str:
+    """``p=0.031`` or ``p<0.001``."""
+    if _missing(p):
+        return "p=–"
+    return "p<0.001" if p < 0.001 else f"p={p:.3f}"
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    cells = [[str(c).replace("|", "\\|") for c in row] for row in rows]
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + \
+           ["| " + " | ".join(r) + " |" for r in cells]
+
+
+def _image(name: str, alt: str, images: Collection[str]) -> list[str]:
+    return [f"![{alt}]({name})", ""] if name in images else []
+
+
+def _short_hash(h: str | None) -> str:
+    return (h or "–")[:10]
+
+
+def _runs_section(report: dict) -> list[str]:
+    keys = report["key_columns"]
+    header = (["run", "method", *keys, "config_hash", "seed", "step"] + [SHORT[m] for m in METRICS]
+              + ["best step", "best prompt strict", "TFA", "TFCE"])
+    rows = []
+    for r in report["runs"]:
+        f, b = r["final"], r["best"]
+        rows.append([r["name"], r["method"] or r["kind"], *[value(r["key_config"].get(k)) for k in keys],
+                     _short_hash(r["config_hash"]), num(r["seed"]), num(r["final_step"])]
+                    + [pct(f.get(m), f.get(f"{m}_stderr")) for m in METRICS]
+                    + [num(r["best_step"]), pct(b.get("prompt_level_strict_acc")), num(r["tfa"]),
+                       num(r["tfce"])])
+    return ["## Runs", "", "IFEval in percent ± standard error at the final checkpoint; *best* is the "
+            "checkpoint with the highest prompt-level strict accuracy (selected on the evaluation "
+            "prompts, so optimistic). TFA / TFCE: teacher-forced accuracy / cross-entropy at the final "
+            "step.", "", *markdown_table(header, rows), ""]
+
+
+def _deltas_section(report: dict) -> list[str]:
+    if not report["deltas"]:
+        return []
+    conf = report["options"]["confidence"]
+    header = (["run", "step"] + [f"Δ {SHORT[m]}" for m in METRICS] + ["se"]
+              + [f"McNemar {mode} (+/−, p)" for mode in MODES]
+              + [f"bootstrap {int(conf * 100)}% CI prompt {mode}" for mode in MODES] + ["eval config"])
+    rows = []
+    for d in report["deltas"]:
+        ms = d["metrics"]
+        row = [d["run"], num(d["step"])]
+        row += [signed(ms[m]["delta"], ms[m]["se"], ms[m]["within_2se"]) for m in METRICS]
+        row.append(f"{ms[METRICS[0]]['se_kind']} (n={d['n_paired']})" if d["paired"] else "unpaired")
+        for mode in MODES:
+            t = d["mcnemar"].get(mode)
+            row.append(f"+{t['gained']}/−{t['lost']}, {p_value(t['p_value'])}" if t else "–")
+        for mode in MODES:
+            b = d["bootstrap"].get(mode)
+            row.append(f"[{100 * b['ci_low']:+.2f}, {100 * b['ci_high']:+.2f}]" if b else "–")
+        row.append("same" if d["eval_config_match"] else "**differs**")
+        rows.append(row)
+    return [f"## Deltas against {report['baseline']}", "",
+            f"Run minus {report['baseline']} in percentage points ± the standard error of the difference; "
+            "`~` marks a difference under 2 standard errors (noise). McNemar: prompts gained / lost "
+            "and the exact two-sided p-value. An eval config that differs from the baseline's makes "
+            "the comparison unfair.", "", *markdown_table(header, rows), ""]
+
+
+def _mean_sd(stats: dict) -> str:
+    if not stats.get("n"):
+        return "–"
+    return num(stats["mean"]) if _missing(stats.get("sd")) else f"{num(stats['mean'])} ± {num(stats['sd'])}"
+
+
+def _seed_section(report: dict) -> list[str]:
+    groups = report["seed_groups"]
+    if not groups:
+        return []
+    header = ["group", "method", "n", "seeds"] + [f"{SHORT[m]} mean ± sd" for m in METRICS] + ["TFA mean ± sd"]
+    rows = []
+    for g in groups:
+        s = g["stats"]
+        tfa = s.get("tfa", {})
+        rows.append([g["group_hash"], g["method"] or "–", g["n"], ", ".join(num(x) for x in g["seeds"])]
+                    + [pct(s[m]["mean"], s[m]["sd"]) for m in METRICS]
+                    + [_mean_sd(tfa)])
+    note = ("Runs whose configs are equal except for the seed (and paths/logging) share a group; "
+            "sd is the sample standard deviation across seeds (nan for a single run).")
+    return ["## Across seeds", "", note, "", *markdown_table(header, rows), ""]
+
+
+def _rankings_section(report: dict, images: Collection[str]) -> list[str]:
+    rk = report["rankings"]
+    if not rk["by_tfa"] and not rk["by_tfce"]:
+        return []
+    lines = ["## Teacher-forced metrics against IFEval", "",
+             "Teacher-forced accuracy and cross-entropy score imitation of one reference; IFEval scores "
+             "whether a free generation satisfies every constraint. They can rank runs differently.", "",
+             f"- by IFEval ({SHORT.get(rk['metric'], rk['metric'])}): {' > '.join(rk['by_ifeval'])}",
+             f"- by TFA (higher first): {' > '.join(rk['by_tfa']) or '–'}",
+             f"- by TFCE (lower first): {' > '.join(rk['by_tfce']) or '–'}"]
+    for key, label in (("tfa_disagrees", "TFA"), ("tfce_disagrees", "TFCE")):
+        pairs = rk[key]
+        if pairs:
+            lines.append(f"- {label} ranks against IFEval in {len(pairs)} pair(s): "
+                         + "; ".join(f"{a} above {b}" for a, b in pairs))
+    return lines + ["", *_image("tf_vs_ifeval.png", "TF metrics against IFEval", images)]
+
+
+def _per_type_section(report: dict, images: Collection[str]) -> list[str]:
+    pt = report["per_instruction_type"]
+    if not pt["runs"]:
+        return []
+    names = list(pt["runs"])
+    types = sorted({t for r in pt["runs"].values() for t in r})
+    header = ["instruction type", "n", pt["reference"]] + [f"{n}: Δ (+gained/−forgotten)" for n in names]
+    rows = []
+    for t in types:
+        first = next(pt["runs"][n][t] for n in names if t in pt["runs"][n])
+        row = [t, num(first["count"]), pct(first["reference"])]
+        for n in names:
+            c = pt["runs"][n].get(t)
+            if c is None:
+                row.append("–")
+                continue
+            counts = f" (+{c['gained']}/−{c['forgotten']})" if c["gained"] is not None else ""
+            row.append(signed(c["delta"], None, c["within_2se"]) + counts)
+        rows.append(row)
+    return [f"## Per instruction type ({pt['mode']}) against {pt['reference']}", "",
+            f"Instruction-level {pt['mode']} accuracy of {pt['reference']} (percent) and each run's change "
+            "in percentage points; gained = failed there and passed here, forgotten = the reverse. `~`: "
+            "under 2 paired standard errors. With only a few instructions of a type (n below ~10) the "
+            "2-standard-error rule is unreliable: read the gained/forgotten counts.", "", *markdown_table(header, rows), "",
+            *_image("per_type_heatmap.png", "per-instruction-type heatmap", images)]
+
+
+def _checkpoints_section(report: dict, images: Collection[str]) -> list[str]:
+    lines = ["## Checkpoints", ""]
+    for name, points in report["curves"].items():
+        if len(points) < 2:  # a single evaluation is already a row of the runs table
+            continue
+        lines.append(f"### {name}")
+        lines.append("")
+        rows = [[num(p["step"])] + [pct(p.get(m)) for m in METRICS] + [num(p["tfa"]), num(p["tfce"])]
+                for p in points]
+        lines += markdown_table(["step"] + [SHORT[m] for m in METRICS] + ["TFA", "TFCE"], rows) + [""]
+    image = _image("ifeval_vs_step.png", "IFEval against step", images)
+    return lines + image if len(lines) > 2 or image else []
+
+
+def _failures_section(report: dict) -> list[str]:
+    lines = []
+    for r in report["runs"]:
+        if r["missing_steps"]:
+            lines.append(f"- {r['name']}: no result for step(s) {', '.join(map(str, r['missing_steps']))}")
+    return ["## Missing evaluations", "", *lines, ""] if lines else []
+
+
+def render_markdown(report: dict, images: Collection[str] = ()) -> str:
+    """report.md; ``images`` are the PNG file names written next to it (linked where they belong)."""
+    head = ["# IFEval report", "",
+            f"{len(report['runs'])} row(s); baseline for deltas: **{report['baseline']}**"
+            + (f"; base model: **{report['base_model']}**" if report["base_model"] else "") + ".", "",
+            report["standard_error"], ""]
+    parts = (head + _runs_section(report) + _deltas_section(report) + _seed_section(report)
+             + _rankings_section(report, images) + _per_type_section(report, images)
+             + _checkpoints_section(report, images)
+             + _failures_section(report))
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def _flat_run_row(run: dict, delta: dict | None, keys: Sequence[str]) -> dict[str, Any]:
+    row = {k: run[k] for k in ("name", "kind", "method", "config_hash", "group_hash", "seed")}
+    row.update({f"config.{k}": run["key_config"].get(k) for k in keys})
+    row["final_step"] = run["final_step"]
+    row.update({f"final.{k}": v for k, v in run["final"].items()})
+    row["best_step"] = run["best_step"]
+    row.update({f"best.{k}": v for k, v in run["best"].items()})
+    row.update({k: run[k] for k in ("tfa", "tfa_step", "tfce", "tfce_step", "num_prompts", "eval_config_hash")})
+    if delta is not None:
+        for m in METRICS:
+            for field in ("delta", "se", "se_kind", "within_2se"):
+                row[f"delta.{m}.{field}"] = delta["metrics"][m][field]
+        for mode in MODES:
+            for field in ("gained", "lost", "p_value"):
+                row[f"mcnemar.{mode}.{field}"] = delta["mcnemar"].get(mode, {}).get(field)
+            for field in ("ci_low", "ci_high"):
+                row[f"bootstrap.{mode}.{field}"] = delta["bootstrap"].get(mode, {}).get(field)
+    return row
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    columns: list[str] = []
+    for r in rows:
+        columns += [k for k in r if k not in columns]
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: ("" if _missing(v) else v) for k, v in r.items()})
+
+
+def write_csvs(report: dict, out_dir: Path) -> list[Path]:
+    deltas = {d["run"]: d for d in report["deltas"]}
+    runs = [_flat_run_row(r, deltas.get(r["name"]), report["key_columns"]) for r in report["runs"]]
+    paths = [out_dir / "report.csv"]
+    _write_csv(paths[0], runs)
+    pt = report["per_instruction_type"]
+    long = [{"run": n, "reference": pt["reference"], "mode": pt["mode"], "instruction_type": t,
+             **{("reference_acc" if k == "reference" else "run_acc" if k == "run" else k): v
+                for k, v in c.items()}}
+            for n, types in pt["runs"].items() for t, c in types.items()]
+    if long:
+        paths.append(out_dir / "per_instruction_type.csv")
+        _write_csv(paths[-1], long)
+    groups = [{"group_hash": g["group_hash"], "method": g["method"], "n": g["n"],
+               "runs": " ".join(g["runs"]), "seeds": " ".join(str(s) for s in g["seeds"]),
+               **{f"{m}.{k}": v for m, s in g["stats"].items() for k, v in s.items() if k != "n"}}
+              for g in report["seed_groups"]]
+    if groups:
+        paths.append(out_dir / "seed_groups.csv")
+        _write_csv(paths[-1], groups)
+    return paths
