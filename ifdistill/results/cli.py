@@ -67,7 +67,7 @@ def _add_bootstrap_args(p: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ifdistill-report", description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(prog="ifdistill-report", description=__doc__.replace("``", ""),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="{runs,icl-gap,lora-check}")
 
