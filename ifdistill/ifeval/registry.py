@@ -1,0 +1,135 @@
+"""The 25 instruction types of google's IFEval, keyed by their benchmark ids.
+
+The registry is an explicit list rather than import-time self-registration so that one file shows
+every supported id, and so that importing it costs nothing: no nltk, no langdetect, no network.
+``build_instruction`` caches built checkers (they are immutable), so scoring many rows with the same
+prompts validates kwargs and compiles regexes once.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+from ifdistill.ifeval.instruction_base import Instruction, InstructionError, InvalidKwargsError
+from ifdistill.ifeval.instructions_case_language import (
+    CapitalWordFrequency,
+    EnglishCapital,
+    EnglishLowercase,
+    ResponseLanguage,
+)
+from ifdistill.ifeval.instructions_content import (
+    EndPhrase,
+    NoComma,
+    Placeholders,
+    Postscript,
+    Quotation,
+    RepeatPrompt,
+    TwoResponses,
+)
+from ifdistill.ifeval.instructions_format import (
+    BulletLists,
+    ConstrainedResponse,
+    HighlightedSections,
+    JsonFormat,
+    MultipleSections,
+    Title,
+)
+from ifdistill.ifeval.instructions_keywords import (
+    ForbiddenWords,
+    KeywordExistence,
+    KeywordFrequency,
+    LetterFrequency,
+)
+from ifdistill.ifeval.instructions_length import (
+    NthParagraphFirstWord,
+    NumberOfParagraphs,
+    NumberOfSentences,
+    NumberOfWords,
+)
+
+_ALL: tuple[type[Instruction], ...] = (
+    KeywordExistence,
+    KeywordFrequency,
+    ForbiddenWords,
+    LetterFrequency,
+    ResponseLanguage,
+    NumberOfSentences,
+    NumberOfParagraphs,
+    NumberOfWords,
+    NthParagraphFirstWord,
+    Placeholders,
+    Postscript,
+    BulletLists,
+    ConstrainedResponse,
+    HighlightedSections,
+    MultipleSections,
+    JsonFormat,
+    Title,
+    TwoResponses,
+    RepeatPrompt,
+    EndPhrase,
+    CapitalWordFrequency,
+    EnglishCapital,
+    EnglishLowercase,
+    NoComma,
+    Quotation,
+)
+
+#: Benchmark id (e.g. ``punctuation:no_comma``) -> checker class.
+INSTRUCTION_REGISTRY: dict[str, type[Instruction]] = {cls.instruction_id: cls for cls in _ALL}
+
+
+@functools.lru_cache(maxsize=4096)
+def _build_cached(instruction_id: str, frozen_kwargs: tuple) -> Instruction:
+    return INSTRUCTION_REGISTRY[instruction_id].from_kwargs(_thaw(frozen_kwargs))
+
+
+def _freeze(value: Any) -> Any:
+    """A hashable, type-preserving key for JSON-like kwargs (``1`` and ``True`` stay apart)."""
+    if isinstance(value, Mapping):
+        return ("d", tuple(sorted(((str(k), _freeze(v)) for k, v in value.items()))))
+    if isinstance(value, (list, tuple)):
+        return ("l", tuple(_freeze(v) for v in value))
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return (type(value).__name__, value)
+    raise TypeError(f"unsupported kwarg value {value!r}")
+
+
+def _thaw(frozen: Any) -> Any:
+    tag, payload = frozen
+    if tag == "d":
+        return {k: _thaw(v) for k, v in payload}
+    if tag == "l":
+        return [_thaw(v) for v in payload]
+    return payload
+
+
+def build_instruction(
+    instruction_id: Any, kwargs: Mapping[str, Any] | None, index: int = 0
+) -> Instruction:
+    """The checker for one instruction of a row; ``index`` is its position, used in error fields.
+
+    Raises :class:`InstructionError` whose ``field`` is ``instruction_id_list[index]`` for an
+    unknown id, or ``kwargs[index]`` / ``kwargs[index].<name>`` for kwargs that do not fit.
+    """
+    if not isinstance(instruction_id, str) or instruction_id not in INSTRUCTION_REGISTRY:
+        raise InstructionError(
+            f"instruction_id_list[{index}]", f"unknown instruction id {instruction_id!r}"
+        )
+    if kwargs is None:
+        kwargs = {}
+    if not isinstance(kwargs, Mapping):
+        raise InstructionError(
+            f"kwargs[{index}]", f"expected an object, got {type(kwargs).__name__}"
+        )
+    try:
+        key = _freeze(kwargs)
+    except TypeError as exc:
+        raise InstructionError(f"kwargs[{index}]", str(exc)) from None
+    try:
+        return _build_cached(instruction_id, key)
+    except InvalidKwargsError as exc:
+        field = f"kwargs[{index}].{exc.param}" if exc.param else f"kwargs[{index}]"
+        raise InstructionError(field, f"{exc.reason} ({instruction_id})") from None
