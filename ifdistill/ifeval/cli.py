@@ -1,0 +1,111 @@
+"""``ifdistill-score IN.jsonl -o OUT.jsonl [--skip-invalid]``: score a JSONL file of responses.
+
+Each IN row needs ``prompt``, ``instruction_id_list``, ``kwargs`` and ``response``; other fields
+(``key``, ``id``, ...) are kept. Each OUT row is the IN row (its keys in their input order) followed
+by ``strict_inst``, ``loose_inst``, ``strict_prompt`` and ``loose_prompt``; OUT has the valid rows in
+input order. The four aggregates are printed on stdout.
+
+Reproducible output: rows are written with ``json.dumps(row, ensure_ascii=False)`` and its default
+separators, one per line with ``"\\n"``, UTF-8, so repeated runs produce byte-identical files.
+
+Errors: a bad row (unparsable JSON, missing field, unknown instruction id, kwargs that do not fit
+the instruction, non-string response) stops the run with a message naming the file, the 1-based
+line and the field, and exit status 1; OUT is not written. With ``--skip-invalid`` such rows are
+left out, each is reported on stderr, and their number is printed. Blank lines are ignored (but
+keep their line numbers). Exit status 1 also when no row could be scored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ifdistill.ifeval.instruction_base import InstructionError
+from ifdistill.ifeval.scoring import InvalidRowError, ScoredRows, score_numbered_rows
+from ifdistill.ifeval.stats import METRICS, aggregate
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    """``(line number, parsed row)``; an unparsable line yields an ``InstructionError`` instead."""
+    with path.open(encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield line_no, json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield line_no, InstructionError("<json>", f"not valid JSON: {exc}")
+
+
+def dump_row(row: dict[str, Any]) -> str:
+    """One output line; fixed settings so that identical rows give identical bytes."""
+    return json.dumps(row, ensure_ascii=False) + "\n"
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Write atomically (a temporary file renamed into place), so OUT is never half-written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8", newline="\n") as handle:
+        for row in rows:
+            handle.write(dump_row(row))
+    os.replace(tmp, path)
+
+
+def format_aggregates(agg: dict[str, Any]) -> str:
+    lines = []
+    for name in METRICS:
+        lines.append(
+            f"{name:<24} {agg[name]:.4f} +- {agg[name + '_stderr']:.4f}  "
+            f"({agg[name + '_count']}/{agg['num_instructions' if name.startswith('inst') else 'num_prompts']})"
+        )
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ifdistill-score",
+        description="Score IFEval responses (strict and loose, as google's IFEval) in a JSONL file.",
+    )
+    parser.add_argument("input", type=Path, help="JSONL rows with prompt, instruction_id_list, kwargs, response")
+    parser.add_argument("-o", "--output", type=Path, required=True, help="JSONL file to write")
+    parser.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="leave out rows that cannot be scored (reported on stderr) instead of failing",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if not args.input.exists():
+        print(f"ifdistill-score: error: no such file: {args.input}", file=sys.stderr)
+        return 1
+    try:
+        result: ScoredRows = score_numbered_rows(
+            read_jsonl(args.input), source=str(args.input), skip_invalid=args.skip_invalid
+        )
+    except InvalidRowError as exc:
+        print(f"ifdistill-score: error: {exc}", file=sys.stderr)
+        return 1
+    for skipped in result.skipped:
+        print(f"ifdistill-score: skipped {skipped.message}", file=sys.stderr)
+    write_jsonl(args.output, result.rows)
+    if result.skipped:
+        print(f"skipped {len(result.skipped)} invalid row(s)")
+    if not result.rows:
+        print("ifdistill-score: error: no valid rows to score", file=sys.stderr)
+        return 1
+    print(f"scored {len(result.rows)} row(s) -> {args.output}")
+    print(format_aggregates(aggregate(result.rows)))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
