@@ -1,0 +1,71 @@
+"""No network, no heavy imports: importing the scorer loads neither nltk nor langdetect, and a
+missing punkt_tab is a clear error instead of a download."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+
+def run_python(code: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    import os
+
+    env = dict(os.environ, **(env_extra or {}))
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def test_import_is_light():
+    proc = run_python(
+        """
+        import sys
+        import ifdistill.ifeval, ifdistill.ifeval.cli, ifdistill.ifeval.stats
+        heavy = [m for m in ("nltk", "langdetect", "lm_eval", "numpy", "torch") if m in sys.modules]
+        print(heavy)
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_missing_punkt_is_a_clear_error_and_never_downloads(tmp_path):
+    proc = run_python(
+        """
+        import ifdistill.paths as paths
+        paths.find_nltk_data = lambda: None          # as if no folder held punkt_tab
+        from ifdistill.ifeval import score_response
+        try:
+            score_response("One. Two.", ["length_constraints:number_sentences"],
+                           [{"num_sentences": 1, "relation": "at least"}])
+        except paths.MissingResourceError as exc:
+            print("MISSING:", exc)
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "MISSING:" in proc.stdout and "punkt_tab" in proc.stdout
+
+
+def test_nltk_lookup_failure_is_translated(tmp_path):
+    empty = tmp_path / "nltk_data"
+    (empty / "tokenizers" / "punkt_tab" / "english").mkdir(parents=True)  # looks right, holds nothing
+    proc = run_python(
+        f"""
+        import ifdistill.paths as paths
+        paths.find_nltk_data = lambda: paths.Path({str(empty)!r})
+        import nltk
+        nltk.data.path[:] = [{str(empty)!r}]
+        def no_download(*a, **k):
+            raise AssertionError("nltk.download was called")
+        nltk.download = no_download
+        from ifdistill.ifeval import text_analysis
+        try:
+            text_analysis.count_sentences("One. Two.")
+        except paths.MissingResourceError as exc:
+            print("MISSING:", exc)
+        """,
+        {"NLTK_DATA": str(empty)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "MISSING:" in proc.stdout
