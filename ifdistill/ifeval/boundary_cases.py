@@ -134,12 +134,18 @@ def _sentences(rng: random.Random) -> Case:
     return "length_constraints:number_sentences", {"num_sentences": n, "relation": _relation(rng)}, text
 
 
-WORD_PIECES = ("word", "don't", "well-known", "3.14", "e-mail", "_", "na\u00efve", "x_y", "\u2014")
+WORD_PIECES = (
+    "word", "don't", "well-known", "3.14", "e-mail", "_", "na\u00efve", "x_y", "\u2014",
+    "\u0928\u092e\u0938\u094d\u0924\u0947", "\u0cb9\u0ccc\u0ca6\u0cc1", "cafe\u0301", "\u65e5\u672c\u8a9e",
+)  # fmt: skip  (Hindi and Kannada words with combining vowel signs, a combining accent, Japanese)
 
 
 def _words(rng: random.Random) -> Case:
     n = rng.randint(1, 40)
-    text = " ".join(_pick(rng, WORD_PIECES) for _ in range(_near(rng, n)))
+    if rng.random() < 0.3:  # scripts whose words contain combining marks
+        text = MULTILINGUAL[rng.choice(("hi", "bn", "ta", "th", "vi", "ko", "ar", "ja"))]
+    else:
+        text = " ".join(_pick(rng, WORD_PIECES) for _ in range(_near(rng, n)))
     return "length_constraints:number_words", {"num_words": n, "relation": _relation(rng)}, text
 
 

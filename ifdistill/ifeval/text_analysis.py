@@ -12,7 +12,8 @@ Why this module exists:
   ``PunktTokenizer("english")`` from punkt_tab, so that is what is built here. Capital words are
   counted on ``nltk.word_tokenize``'s tokens: punkt sentences, each split by nltk's
   ``NLTKWordTokenizer`` (the two steps are done here so each can be memoised). Words are the
-  matches of ``\\w+`` (what nltk's ``RegexpTokenizer(r"\\w+")`` returns), counted without nltk.
+  tokens of nltk's ``RegexpTokenizer(r"\\w+")`` (see :func:`count_words` for why nltk's and not
+  ``re``'s ``\\w``).
 * **Deterministic language detection.** langdetect samples n-grams at random; unseeded (as in
   lm-eval) its answer for a text can change from run to run, mostly for all-capital English. We
   set ``langdetect.DetectorFactory.seed = 0`` before the first detection, as the reference does;
@@ -30,18 +31,17 @@ Why this module exists:
 from __future__ import annotations
 
 import functools
-import re
 import threading
 from typing import Any
 
 from ifdistill.paths import MissingResourceError, ensure_nltk_data
 
-_WORD_RE = re.compile(r"\w+")
-_CACHE_SIZE = 8192
+_CACHE_SIZE = 2048
 
 _lock = threading.Lock()
 _punkt: Any = None
 _treebank: Any = None
+_words: Any = None
 _SENTBREAKS: dict[str, bool] = {}
 _SENTBREAK_CACHE_SIZE = 200_000
 _fast: Any = None
@@ -50,12 +50,16 @@ _detect_error: type[BaseException] | None = None
 
 def _load_nltk() -> None:
     """Import nltk after NLTK_DATA is set and build the punkt English tokenizer once."""
-    global _punkt, _treebank
+    global _punkt, _treebank, _words
     with _lock:
         if _punkt is not None:
             return
         ensure_nltk_data()
-        from nltk.tokenize import NLTKWordTokenizer, PunktTokenizer  # noqa: PLC0415 - lazy on purpose
+        from nltk.tokenize import (  # noqa: PLC0415 - lazy on purpose
+            NLTKWordTokenizer,
+            PunktTokenizer,
+            RegexpTokenizer,
+        )
 
         class MemoPunkt(PunktTokenizer):
             """punkt with its per-candidate sentence-break decision memoised by context.
@@ -82,6 +86,7 @@ def _load_nltk() -> None:
                 f"(python -m nltk.downloader -d DIR punkt_tab). nltk said: {exc}"
             ) from None
         _treebank = NLTKWordTokenizer()
+        _words = RegexpTokenizer(r"\w+")
         _punkt = punkt
 
 
@@ -101,8 +106,15 @@ def _load_langdetect() -> None:
 
 
 def count_words(text: str) -> int:
-    """Number of ``\\w+`` tokens (nltk ``RegexpTokenizer(r"\\w+")``), not a whitespace split."""
-    return len(_WORD_RE.findall(text))
+    """Number of tokens of nltk's ``RegexpTokenizer(r"\\w+")``, not a whitespace split.
+
+    nltk's own tokenizer is used, not Python's ``re``: nltk >= 3.10 compiles its patterns with the
+    ``regex`` engine, whose ``\\w`` also matches combining marks, so "हैं" or "ಹೌದು" is one word
+    there and two or three with ``re``.
+    """
+    if _punkt is None:
+        _load_nltk()
+    return len(_words.tokenize(text))
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)

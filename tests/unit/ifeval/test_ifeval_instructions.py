@@ -185,6 +185,8 @@ def test_number_sentences(relation, n, expected):
         ("don't stop", 3, True),  # \w+ tokens: don, t, stop
         ("well-known fact", 3, True),
         ("one two", 3, False),
+        ("नमस्ते दुनिया", 3, False),  # two words: a combining vowel sign does not split a word
+        ("नमस्ते दुनिया", 2, True),
     ],
 )
 def test_number_words_at_least(text, n, expected):
