@@ -58,11 +58,13 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def format_aggregates(agg: dict[str, Any]) -> str:
+    """One line per metric: value, standard error and followed/total, e.g.
+    ``prompt_level_strict_acc  0.7708 +- 0.0181  (417/541)``."""
     lines = []
     for name in METRICS:
+        total = agg["num_instructions"] if name.startswith("inst") else agg["num_prompts"]
         lines.append(
-            f"{name:<24} {agg[name]:.4f} +- {agg[name + '_stderr']:.4f}  "
-            f"({agg[name + '_count']}/{agg['num_instructions' if name.startswith('inst') else 'num_prompts']})"
+            f"{name:<24} {agg[name]:.4f} +- {agg[name + '_stderr']:.4f}  ({agg[name + '_count']}/{total})"
         )
     return "\n".join(lines)
 
@@ -72,7 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ifdistill-score",
         description="Score IFEval responses (strict and loose, as google's IFEval) in a JSONL file.",
     )
-    parser.add_argument("input", type=Path, help="JSONL rows with prompt, instruction_id_list, kwargs, response")
+    parser.add_argument(
+        "input", type=Path, help="JSONL rows with prompt, instruction_id_list, kwargs, response"
+    )
     parser.add_argument("-o", "--output", type=Path, required=True, help="JSONL file to write")
     parser.add_argument(
         "--skip-invalid",

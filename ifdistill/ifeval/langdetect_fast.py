@@ -1,26 +1,32 @@
-"""langdetect with the same answers, about five times faster: a ``Detector`` with tighter inner loops.
+"""langdetect with the same answers in a fraction of the time: a ``Detector`` with tighter loops.
 
-Why: language detection is most of the scorer's time (three instruction types ask for it, loose mode
-asks again for each variant of a failed response), and langdetect spends it in pure-Python loops
-over its 55 languages. This subclass keeps langdetect's profiles, its seeded random stream and the
-order of every floating-point operation, and changes only how the loops are written:
+Why: language detection is most of the scorer's time (three instruction types ask for it, and loose
+mode asks again for each variant of a failed response), and langdetect spends it in pure-Python
+loops over its 55 languages. This subclass keeps langdetect's profiles, its seeded random stream and
+the order of every floating-point operation, and changes only how the work is done:
 
-* ``append``: collapsing runs of spaces with a regex instead of a character loop;
-* ``cleaning_text``: counting with regexes. Note langdetect compares ``unicode_block(ch)`` (an
-  int) with the *string* ``'Latin Extended Additional'``, which is never equal, so every character
-  from U+0300 up counts as non-Latin; that is reproduced here;
-* ``_extract_ngrams``: the same n-gram state machine with ``NGram.normalize`` memoised per
-  character (a binary search over Unicode blocks otherwise runs for every character);
-* ``_detect_block``: per trial, the factors ``weight + p(word | lang)`` are computed once per
-  distinct n-gram instead of at every draw, and the 55-element updates are list comprehensions.
-  ``prob[i] * (weight + p)`` and ``prob[i] / sum(prob)`` are the same IEEE operations in the same
-  order as langdetect's, ``sum`` is the same builtin, and the generator is drawn in the same
-  sequence (one ``gauss`` per trial, one ``choice`` per iteration), so the probabilities are
-  bit-identical.
+* ``append``: runs of spaces collapsed with a regex instead of a character loop;
+* ``cleaning_text``: counting with regexes. langdetect compares ``unicode_block(ch)`` (an int) with
+  the *string* ``'Latin Extended Additional'``, which is never equal, so every character from
+  U+0300 up counts as non-Latin; that is reproduced here;
+* ``_extract_ngrams``: langdetect's 3-character buffer restarts at every space, so what a word
+  emits depends on the word alone; characters are normalised with ``str.translate`` (the table is
+  filled from ``NGram.normalize``) and each distinct word's n-grams are memoised;
+* ``_detect_block`` (as ``_trials``): the update ``prob[i] *= weight + p(word)[i]`` runs as chained
+  ``map(mul, ..., map(add, ...))`` over the five draws between two normalisations (or, for short
+  texts that draw the same n-grams again and again, with the factors kept per trial). Every
+  element sees the same IEEE operations in the same order as in langdetect, ``sum`` is the same
+  builtin, and the generator is drawn in the same sequence (one ``gauss`` per trial, one
+  ``choice`` per draw), so the probabilities are bit-identical;
+* :meth:`FastDetector.is_language` answers the only question the checkers ask, "is it language
+  X?", and stops after the trial where the remaining ones can no longer change that answer
+  (usually after 4 of the 7).
 
-``tests/unit/ifeval/test_ifeval_langdetect_fast.py`` checks equality with ``langdetect.detect`` on
-many texts. Seeding is the caller's job (:mod:`ifdistill.ifeval.text_analysis` sets
-``DetectorFactory.seed = 0``); an unseeded detector is as random as langdetect's.
+``tests/unit/ifeval/test_ifeval_langdetect_fast.py`` checks bit-identical probabilities against
+langdetect's own detector and ``is_language`` against ``detect() == code`` on several hundred texts;
+the parity tests check every decision against lm-eval. Seeding is the caller's job
+(:mod:`ifdistill.ifeval.text_analysis` sets ``DetectorFactory.seed = 0``); unseeded, the results
+are as random as langdetect's.
 """
 
 from __future__ import annotations
