@@ -183,20 +183,24 @@ def score_numbered_rows(
 ) -> ScoredRows:
     """:func:`score_rows` for rows that carry their own line numbers (e.g. a JSONL file with
     blank lines). A row that is an :class:`InstructionError` instance stands for an unparsable line.
+
+    Every row is validated before any is scored, so a bad row fails the call at once, before
+    nltk or langdetect are even loaded.
     """
-    scored: list[dict[str, Any]] = []
+    valid: list[tuple[Mapping[str, Any], list[Instruction]]] = []
     skipped: list[SkippedRow] = []
     for line, row in numbered_rows:
         try:
             if isinstance(row, InstructionError):
                 raise row
-            instructions = _validate(row)
+            valid.append((row, _validate(row)))
         except InstructionError as exc:
             error = InvalidRowError(source, line, exc.field, exc.reason)
             if not skip_invalid:
                 raise error from None
             skipped.append(SkippedRow(line, exc.field, exc.reason, str(error)))
-            continue
+    scored: list[dict[str, Any]] = []
+    for row, instructions in valid:
         judgement = judge(row["response"], instructions)
         out = {k: v for k, v in row.items() if k not in RESULT_FIELDS}
         out.update(judgement.as_fields())

@@ -69,3 +69,20 @@ def test_nltk_lookup_failure_is_translated(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "MISSING:" in proc.stdout
+
+
+def test_rows_are_validated_before_anything_is_scored():
+    proc = run_python(
+        """
+        import sys
+        from ifdistill.ifeval import InvalidRowError, score_rows
+        good = {"prompt": "p", "instruction_id_list": ["length_constraints:number_sentences"],
+                "kwargs": [{"num_sentences": 1, "relation": "at least"}], "response": "One. Two."}
+        try:
+            score_rows([good, dict(good, response=None)])
+        except InvalidRowError as exc:
+            print(exc.line, exc.field, "nltk" in sys.modules)
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["2", "response", "False"]
