@@ -1,0 +1,169 @@
+"""Typed schema of the ``eval`` config group and of ``ifdistill-eval``'s own top-level keys.
+
+The ``eval`` section is shared: ``ifdistill-eval`` composes it from ``conf/eval/<name>.yaml`` and a
+training run composes the *same* group, so the checkpoint callback can hand its resolved section to
+an evaluator process unchanged. It has four parts with one rule each:
+
+- ``data``, ``fewshot``, ``generation`` and the top-level ``backend``/``dtype``/``max_model_len``
+  decide *what* is generated and scored; all of them enter ``eval_config_hash``
+  (:mod:`ifdistill.evaluator.fingerprint`).
+- ``runtime`` decides only *how fast and where* (memory, threads, devices, batch size, progress
+  bar); nothing in it enters the hash. A setting that could change a response must not go there.
+
+:func:`eval_settings` merges a config node into these dataclasses in struct mode, so an unknown key
+or a wrong type fails at start-up naming the key, and returns plain Python objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, List, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from ifdistill.config import ConfigError, register_schema
+
+BACKENDS = ("vllm", "hf")
+EXPORT_KINDS = ("auto", "adapter", "merged", "model")
+
+
+@dataclass
+class SourceSettings:
+    """One data source; the fields of :class:`ifdistill.data.sources.SourceSpec` plus a fallback.
+
+    Exactly one of ``path``, ``hf_name``, ``synthetic`` is set. ``fallback_path`` is a local copy of
+    a Hugging Face dataset, read when the hub cannot be reached (results.json records that it was).
+    """
+
+    name: str = "eval"
+    path: Optional[str] = None
+    hf_name: Optional[str] = None
+    hf_config: Optional[str] = None
+    split: str = "train"
+    revision: Optional[str] = None
+    synthetic: Optional[str] = None
+    layout: str = "auto"
+    verified_only: bool = False
+    max_examples: Optional[int] = None
+    fallback_path: Optional[str] = None
+
+
+@dataclass
+class FewShotSettings:
+    """k demonstrations per prompt from ``pool`` (see :mod:`ifdistill.evaluator.prompts`)."""
+
+    k: int = 0
+    seed: int = 0
+    pool: Optional[SourceSettings] = None
+
+
+@dataclass
+class GenerationSettings:
+    """Decoding. Defaults follow lm-eval's IFEval task: greedy, 1280 new tokens, no stop strings."""
+
+    chat_template: Optional[str] = None  # null: the tokenizer's own; a string or a .jinja file
+    enable_thinking: Optional[bool] = None
+    system_prompt: Optional[str] = None
+    greedy: bool = True
+    temperature: float = 1.0  # used only when greedy is false
+    top_p: float = 1.0
+    top_k: int = 0  # 0: off
+    max_new_tokens: int = 1280
+    stop: List[str] = field(default_factory=list)
+    stop_token_ids: List[int] = field(default_factory=list)  # besides the tokenizer's EOS
+    seed: int = 0
+
+
+@dataclass
+class RuntimeSettings:
+    """Resources only; never part of eval_config_hash."""
+
+    # vLLM on CPU: the KV cache is sized explicitly, because gpu_memory_utilization is read from a
+    # NUMA meminfo that drifts on VMs (../shared/notes/cpu-training-and-vllm.md). Ignored on GPU.
+    kv_cache_memory_bytes: Optional[int] = 268435456
+    gpu_memory_utilization: float = 0.85
+    # VLLM_CPU_OMP_THREADS_BIND: auto | nobind | core list ("1", "0-3"). A core list also pins the
+    # whole evaluator process (HF backend included) to those cores.
+    cpu_threads_bind: str = "auto"
+    cpu_reserved: Optional[int] = None  # VLLM_CPU_NUM_OF_RESERVED_CPU
+    num_threads: Optional[int] = None  # torch threads of the HF backend (null: torch's default)
+    cuda_visible_devices: Optional[str] = None
+    tensor_parallel_size: int = 1
+    max_num_seqs: Optional[int] = None
+    enforce_eager: bool = True
+    hf_batch_size: int = 32
+    hf_device: str = "auto"  # auto | cpu | cuda | cuda:N
+    progress: bool = True
+
+
+@dataclass
+class EvalSettings:
+    """The ``eval`` config section."""
+
+    name: str = "ifeval"
+    backend: str = "vllm"
+    dtype: str = "float32"
+    max_model_len: Optional[int] = None  # null: the model's own context length
+    data: SourceSettings = field(default_factory=SourceSettings)
+    fewshot: FewShotSettings = field(default_factory=FewShotSettings)
+    generation: GenerationSettings = field(default_factory=GenerationSettings)
+    runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
+
+
+@dataclass
+class EvalRunSettings:
+    """``ifdistill-eval``'s top-level keys besides the ``paths``, ``model`` and ``eval`` sections."""
+
+    task_name: str = "eval"
+    adapter_dir: Optional[str] = None  # a PEFT LoRA adapter on top of model.name_or_path
+    export_dir: Optional[str] = None  # a training export or any HF model / adapter directory
+    export_kind: str = "auto"  # which part of an export: auto | adapter | merged | model
+    output_dir: str = "outputs/eval"
+    overwrite: bool = False
+
+
+register_schema("eval", EvalSettings)
+
+
+def eval_settings(node: Any) -> EvalSettings:
+    """Validate an ``eval`` section (DictConfig or dict) and return it as :class:`EvalSettings`."""
+    try:
+        if isinstance(node, DictConfig):  # resolve against its root (${model.dtype}, ${paths...})
+            node = OmegaConf.to_container(node, resolve=True)
+        merged = OmegaConf.merge(OmegaConf.structured(EvalSettings), node)
+        settings: EvalSettings = OmegaConf.to_object(merged)
+    except Exception as err:  # omegaconf raises several types; the message names the key
+        raise ConfigError(f"config section 'eval': {err}".strip()) from None
+    if settings.backend not in BACKENDS:
+        raise ConfigError(f"config section 'eval': backend must be one of {BACKENDS}, got {settings.backend!r}")
+    g = settings.generation
+    if g.max_new_tokens < 1:
+        raise ConfigError(f"eval.generation.max_new_tokens must be >= 1, got {g.max_new_tokens}")
+    if settings.fewshot.k < 0:
+        raise ConfigError(f"eval.fewshot.k must be >= 0, got {settings.fewshot.k}")
+    if settings.fewshot.k > 0 and settings.fewshot.pool is None:
+        raise ConfigError("eval.fewshot.k > 0 needs eval.fewshot.pool (the demonstration source)")
+    return settings
+
+
+def run_settings(cfg: DictConfig) -> EvalRunSettings:
+    """Validate the top-level keys of an ``ifdistill-eval`` config; unknown ones are errors."""
+    known = {f.name for f in dataclasses.fields(EvalRunSettings)} | {"paths", "model", "eval", "hydra"}
+    unknown = sorted(k for k in cfg.keys() if k not in known)
+    if unknown:
+        raise ConfigError(f"unknown top-level keys {unknown}; known: {sorted(known)}")
+    try:
+        values = {f.name: OmegaConf.select(cfg, f.name) for f in dataclasses.fields(EvalRunSettings)
+                  if f.name in cfg}
+        out: EvalRunSettings = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(EvalRunSettings), values))
+    except Exception as err:
+        raise ConfigError(f"ifdistill-eval config: {err}".strip()) from None
+    if out.export_kind not in EXPORT_KINDS:
+        raise ConfigError(f"export_kind must be one of {EXPORT_KINDS}, got {out.export_kind!r}")
+    return out
+
+
+def as_dict(settings: Any) -> dict[str, Any]:
+    """A dataclass (tree) as plain JSON-able dicts."""
+    return dataclasses.asdict(settings)
