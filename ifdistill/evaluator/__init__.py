@@ -1,0 +1,28 @@
+"""The one IFEval evaluator: ``ifdistill-eval`` by hand, the checkpoint callback in training, tests.
+
+Modules: ``run`` (:func:`evaluate`, the code path everyone uses), ``cli`` (the Hydra entry point),
+``launch`` (:func:`evaluator_command`: argv + environment for a separate evaluator process),
+``settings`` (the ``eval`` config schema), ``model_source`` (what is evaluated), ``dataset`` and
+``prompts`` (what the model reads), ``generation`` / ``backend_vllm`` / ``backend_hf`` (how it
+writes), ``fingerprint`` (``eval_config_hash``), ``results`` / ``schema`` (what is written).
+
+Importing this package is cheap: torch, transformers and vLLM load only when an evaluation runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["evaluate", "evaluator_command"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "evaluate":
+        from ifdistill.evaluator.run import evaluate
+
+        return evaluate
+    if name == "evaluator_command":
+        from ifdistill.evaluator.launch import evaluator_command
+
+        return evaluator_command
+    raise AttributeError(name)

@@ -1,0 +1,102 @@
+"""transformers backend: batched, left-padded ``generate`` on the same token-id prompts as vLLM.
+
+For machines without vLLM, and as the cross-check of the vLLM path (greedy responses agree on
+>= 95 % of prompts on the fine-tuned tiny model; see tests/integration/evaluator).
+
+- Prompts are sorted by length (longest first: a too-large batch fails at once, and padding is
+  small) and restored to input order afterwards. Left padding with an attention mask; transformers
+  derives position ids from the mask, so a padded row sees the positions an unpadded one would.
+- The model's own generation_config.json is replaced by an empty one before generating: sampling
+  defaults or a repetition penalty shipped with a model must not leak into greedy decoding (vLLM is
+  started with ``generation_config="vllm"`` for the same reason).
+- A batch generates up to its largest per-prompt budget; :func:`~ifdistill.evaluator.generation.finalize`
+  cuts each row to its own budget. Greedy decoding is causal, so this equals generating each row
+  alone with its own budget.
+- Sampling (``greedy: false``) seeds torch once per batch with the first request's seed: reproducible
+  for a fixed batch size, but not per prompt the way vLLM's per-request seeds are.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from ifdistill.evaluator.generation import Request, Sampling
+from ifdistill.evaluator.model_source import ModelSource
+from ifdistill.evaluator.settings import RuntimeSettings
+
+
+def _device(name: str) -> str:
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name
+
+
+class HFBackend:
+    name = "hf"
+
+    def __init__(self, model_dir: str, *, adapter_dir: Optional[str], tokenizer_dir: str, dtype: str,
+                 runtime: RuntimeSettings):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+        if runtime.num_threads:
+            torch.set_num_threads(runtime.num_threads)
+        self.model_dir, self.adapter_dir = model_dir, adapter_dir
+        self.batch_size = max(1, runtime.hf_batch_size)
+        self.device = _device(runtime.hf_device)
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype))
+        model.generation_config = GenerationConfig()
+        if adapter_dir:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, adapter_dir)
+        self.model = model.to(self.device).eval()
+        self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)  # for stop strings only
+        self.settings = {"dtype": dtype, "device": self.device, "batch_size": self.batch_size,
+                         "num_threads": torch.get_num_threads()}
+
+    def serves(self, source: ModelSource) -> bool:
+        return source.model_dir == self.model_dir and source.adapter_dir == self.adapter_dir
+
+    def generate(self, requests: Sequence[Request], sampling: Sampling, *, adapter_dir: Optional[str] = None,
+                 progress: bool = True) -> list[list[int]]:
+        import torch
+        from tqdm.auto import tqdm
+        from transformers import GenerationConfig
+
+        if adapter_dir != self.adapter_dir:
+            raise ValueError(f"this HF backend serves adapter {self.adapter_dir!r}, not {adapter_dir!r}")
+        pad = self.tokenizer.pad_token_id
+        pad = sampling.stop_token_ids[0] if pad is None else pad
+        order = sorted(range(len(requests)), key=lambda i: (-len(requests[i].token_ids), i))
+        results: list[list[int]] = [[] for _ in requests]
+        bar = tqdm(total=len(requests), desc="generate (hf)", unit="prompt", disable=not progress)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start:start + self.batch_size]
+            batch = [requests[i] for i in idx]
+            width = max(len(r.token_ids) for r in batch)
+            ids = torch.tensor([[pad] * (width - len(r.token_ids)) + list(r.token_ids) for r in batch])
+            mask = torch.tensor([[0] * (width - len(r.token_ids)) + [1] * len(r.token_ids) for r in batch])
+            config = GenerationConfig(
+                max_new_tokens=max(r.max_tokens for r in batch), do_sample=not sampling.greedy,
+                temperature=None if sampling.greedy else sampling.temperature,
+                top_p=None if sampling.greedy else sampling.top_p,
+                top_k=None if sampling.greedy or not sampling.top_k else sampling.top_k,
+                eos_token_id=list(sampling.stop_token_ids), pad_token_id=pad, repetition_penalty=1.0,
+                stop_strings=list(sampling.stop) or None)
+            if not sampling.greedy:
+                torch.manual_seed(batch[0].seed)
+            with torch.inference_mode():
+                out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                          generation_config=config,
+                                          tokenizer=self.tokenizer if sampling.stop else None)
+            for row, i in enumerate(idx):
+                results[i] = out[row, width:].tolist()
+            bar.update(len(idx))
+        bar.close()
+        return results
+
+    def close(self) -> None:
+        self.model = None

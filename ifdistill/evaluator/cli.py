@@ -1,0 +1,73 @@
+"""``ifdistill-eval``: the Hydra entry point around :func:`ifdistill.evaluator.run.evaluate`.
+
+The config comes from the installed ``ifdistill.conf`` package (``conf/eval.yaml`` and the ``eval``
+group), so the command works from any directory. Before Hydra or torch start, the process removes a
+trainer's distributed variables from its own environment (:func:`~ifdistill.evaluator.launch.clean_environment`):
+started from inside a training job by any means, it still never joins that job.
+
+Input errors (missing model, adapter mismatch, no chat template, empty data, prompt too long, bad
+config) print one line and exit with status 2; anything else is a bug and keeps its traceback.
+Also runnable as ``python -m ifdistill.evaluator.cli`` (what the checkpoint callback starts).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Optional, Sequence
+
+import hydra
+from omegaconf import DictConfig
+
+from ifdistill.evaluator.launch import clean_environment
+
+log = logging.getLogger("ifdistill.evaluator")
+
+
+def _summary(results: dict) -> str:
+    m, t = results["metrics"], results["timings"]
+    return (f"eval_config_hash {results['eval_config_hash']}  prompts {m['num_prompts']}\n"
+            f"  prompt strict {m['prompt_level_strict_acc']:.4f}  inst strict {m['inst_level_strict_acc']:.4f}  "
+            f"prompt loose {m['prompt_level_loose_acc']:.4f}  inst loose {m['inst_level_loose_acc']:.4f}\n"
+            f"  time: prepare {t['prepare_s']:.1f}s  load {t['load_s']:.1f}s  generate {t['generate_s']:.1f}s  "
+            f"score {t['score_s']:.1f}s  ({t['generated_tokens_per_s']:.0f} generated tokens/s)")
+
+
+@hydra.main(config_path="pkg://ifdistill.conf", config_name="eval", version_base="1.3")
+def _app(cfg: DictConfig) -> None:
+    from ifdistill.config import ConfigError
+    from ifdistill.data.records import DataError
+    from ifdistill.evaluator.errors import EvaluatorError
+    from ifdistill.evaluator.run import evaluate
+
+    try:
+        results = evaluate(cfg)
+    except (EvaluatorError, ConfigError, DataError) as err:
+        log.error("%s: %s", type(err).__name__, err)
+        print(f"ifdistill-eval: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    print(_summary(results))
+    print(f"  results: {os.path.join(str(cfg.output_dir), 'results.json')}")
+
+
+def compose_config(overrides: Sequence[str] = (), *, output_dir: Optional[str] = None) -> DictConfig:
+    """The ``ifdistill-eval`` config with command-line style ``overrides``, without running Hydra's app
+    (tests, benchmarks, notebooks). ``${hydra:...}`` is unavailable here, so ``output_dir`` (or an
+    ``output_dir=...`` override) names the result directory."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    extra = [f"paths.output_dir={output_dir}"] if output_dir is not None else []
+    with initialize_config_module("ifdistill.conf", version_base="1.3"):
+        return compose("eval", overrides=[*extra, *overrides])
+
+
+def main() -> None:
+    clean_environment(os.environ)
+    _app()
+
+
+if __name__ == "__main__":
+    main()

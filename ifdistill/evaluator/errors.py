@@ -1,0 +1,35 @@
+"""The evaluator's own errors: each says what is wrong and what to do, before any expensive start-up.
+
+All of them derive from :class:`EvaluatorError`, so the CLI can print the message without a stack
+trace and exit non-zero, and the checkpoint callback sees a short, readable tail in its log.
+"""
+
+from __future__ import annotations
+
+
+class EvaluatorError(RuntimeError):
+    """Base class: a problem with the inputs of an evaluation (not a bug in the evaluator)."""
+
+
+class ModelNotFoundError(EvaluatorError):
+    """The model, adapter or export directory does not exist or holds no loadable model."""
+
+
+class AdapterMismatchError(EvaluatorError):
+    """A LoRA adapter's modules or shapes do not fit the base model it is applied to."""
+
+
+class ChatTemplateError(EvaluatorError):
+    """The tokenizer has no chat template and none is configured."""
+
+
+class EmptyDatasetError(EvaluatorError):
+    """The evaluation data (after filtering) holds no prompt."""
+
+
+class PromptTooLongError(EvaluatorError):
+    """A rendered prompt does not fit the model's context (nothing could be generated)."""
+
+
+class OutputExistsError(EvaluatorError):
+    """The output directory already holds a result and ``overwrite`` is false."""

@@ -1,0 +1,109 @@
+"""What both backends share: the request, the sampling settings, and how raw ids become a response.
+
+A backend only turns prompt ids into generated ids (:class:`Backend`). Everything that decides the
+*response text* happens here, once, for both: cutting at the first stop token, at the per-prompt
+token budget and at the first stop string, then decoding with the same tokenizer. So the two
+backends can differ only where the models' greedy token choices differ, never in post-processing
+(vLLM's own detokenised text is not used).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Any, Optional, Protocol, Sequence
+
+from ifdistill.evaluator.model_source import ModelSource
+from ifdistill.evaluator.settings import EvalSettings, GenerationSettings
+
+
+@dataclasses.dataclass(frozen=True)
+class Sampling:
+    """Decoding settings common to every prompt of a run."""
+
+    greedy: bool
+    temperature: float
+    top_p: float
+    top_k: int
+    stop: tuple[str, ...]
+    stop_token_ids: tuple[int, ...]
+
+    @classmethod
+    def from_settings(cls, g: GenerationSettings, stop_ids: Sequence[int]) -> "Sampling":
+        return cls(greedy=g.greedy, temperature=g.temperature, top_p=g.top_p, top_k=g.top_k,
+                   stop=tuple(g.stop), stop_token_ids=tuple(stop_ids))
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """One prompt: its ids, its token budget and its sampling seed (used only when not greedy)."""
+
+    token_ids: tuple[int, ...]
+    max_tokens: int
+    seed: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Completion:
+    token_ids: tuple[int, ...]  # generated ids up to and including the stop token / stop string
+    text: str
+    finish_reason: str  # "stop" (EOS, stop token or stop string) | "length"
+
+
+class Backend(Protocol):
+    """Generates raw ids; ``model_dir`` / ``adapter_dir`` say what it serves."""
+
+    name: str
+    model_dir: str
+
+    def serves(self, source: ModelSource) -> bool: ...
+
+    def generate(self, requests: Sequence[Request], sampling: Sampling, *, adapter_dir: Optional[str],
+                 progress: bool) -> list[list[int]]: ...
+
+    def close(self) -> None: ...
+
+
+def request_seed(seed: int, key: str) -> int:
+    """Per-prompt sampling seed: independent of batch composition and of the other prompts."""
+    return int.from_bytes(hashlib.sha256(f"{seed}\0{key}".encode()).digest()[:4], "little") & 0x7FFFFFFF
+
+
+def _decode(tokenizer, ids: Sequence[int]) -> str:
+    return tokenizer.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+
+def finalize(raw: Sequence[int], request: Request, sampling: Sampling, tokenizer) -> Completion:
+    """Cut raw generated ids to the response and decode it (identically for every backend)."""
+    ids = list(raw)
+    stops = set(sampling.stop_token_ids)
+    cut = next((i for i, t in enumerate(ids) if t in stops), None)
+    if cut is not None and cut < request.max_tokens:
+        ids, finish, body = ids[: cut + 1], "stop", ids[:cut]
+    else:
+        ids = ids[: request.max_tokens]
+        finish, body = "length", ids
+    text = _decode(tokenizer, body)
+    if sampling.stop and any(s in text for s in sampling.stop):
+        # The shortest prefix whose text holds a stop string: where vLLM and HF stop generating.
+        for n in range(1, len(body) + 1):
+            prefix = _decode(tokenizer, body[:n])
+            hits = [prefix.find(s) for s in sampling.stop if s in prefix]
+            if hits:
+                ids, text, finish = body[:n], prefix[: min(hits)], "stop"
+                break
+    return Completion(token_ids=tuple(ids), text=text, finish_reason=finish)
+
+
+def make_backend(settings: EvalSettings, source: ModelSource, *, context_len: int, seed: int) -> Any:
+    """Start the configured backend for ``source`` (the expensive step: model load, engine start)."""
+    if settings.backend == "vllm":
+        from ifdistill.evaluator.backend_vllm import VLLMBackend
+
+        return VLLMBackend(source.model_dir, tokenizer_dir=source.tokenizer_dir, dtype=settings.dtype,
+                           max_model_len=context_len, seed=seed, runtime=settings.runtime,
+                           lora_rank=source.lora_rank if source.adapter_dir else None)
+    from ifdistill.evaluator.backend_hf import HFBackend
+
+    return HFBackend(source.model_dir, adapter_dir=source.adapter_dir, tokenizer_dir=source.tokenizer_dir,
+                     dtype=settings.dtype, runtime=settings.runtime)

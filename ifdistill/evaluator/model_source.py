@@ -1,0 +1,269 @@
+"""Which weights are evaluated: resolve the configured model, adapter or export to local directories.
+
+Why resolve to local directories first: both backends must load *the same files*, and results.json
+must name them by content (sha256 of every weight file). A hub id is therefore turned into its local
+snapshot (downloaded once if the hub is reachable) before either backend sees it.
+
+Accepted inputs (``ifdistill-eval`` keys):
+
+- ``model.name_or_path`` alone: an HF model directory, a hub id or ``builtin:tiny``;
+- ``adapter_dir``: a PEFT LoRA adapter applied to ``model.name_or_path``;
+- ``export_dir``: a training export as written by ``ifdistill.callbacks.export`` (``export.json`` plus
+  ``adapter/``, ``merged/`` and/or ``model/``), or directly an HF model or adapter directory.
+  ``export_kind`` picks the part (``auto``: adapter, else merged, else model). An adapter's base is
+  the export's ``base_model`` (what training used), else the adapter's ``base_model_name_or_path``,
+  else ``model.name_or_path``.
+
+An adapter is checked against its base before anything is started (:func:`check_adapter_matches_base`):
+every LoRA module must exist in the base with matching in/out features.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+from ifdistill.evaluator.errors import AdapterMismatchError, ModelNotFoundError
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+                   "merges.txt", "tokenizer.model", "added_tokens.json", "chat_template.jinja",
+                   "chat_template.json")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSource:
+    """Local directories of one evaluated model. ``kind``: model | adapter | merged."""
+
+    model_dir: str  # full weights: the base for an adapter, else the evaluated model itself
+    adapter_dir: Optional[str]
+    tokenizer_dir: str
+    kind: str
+    configured: str  # what the config named (for results.json)
+    export_dir: Optional[str] = None
+    lora_rank: Optional[int] = None
+
+
+def _looks_like_path(name: str) -> bool:
+    """Hub ids are ``name`` or ``org/name``; anything else that does not exist is a missing directory."""
+    return name.startswith((".", "/", "~")) or name.count("/") > 1 or (os.sep != "/" and os.sep in name)
+
+
+def local_model_dir(name_or_path: str, revision: Optional[str] = None) -> str:
+    """A local directory for a model name: itself, the built tiny model, or the hub snapshot."""
+    from ifdistill.models import BUILTIN_PREFIX, resolve_model_path
+
+    if name_or_path.startswith(BUILTIN_PREFIX):
+        return str(Path(resolve_model_path(name_or_path)).resolve())
+    p = Path(name_or_path).expanduser()
+    if p.is_dir():
+        if not (p / "config.json").is_file():
+            raise ModelNotFoundError(f"{p} is a directory but holds no config.json: not an HF model directory")
+        return str(p.resolve())
+    if _looks_like_path(name_or_path):
+        raise ModelNotFoundError(f"model directory {name_or_path!r} does not exist")
+    try:
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(repo_id=name_or_path, revision=revision)
+    except Exception as err:  # offline and not cached, unknown repo, no permission, ...
+        raise ModelNotFoundError(
+            f"model {name_or_path!r} is neither a local directory nor available from the Hugging Face hub "
+            f"cache or hub ({type(err).__name__}: {str(err)[:200]})") from None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ModelNotFoundError(f"cannot read {path}: {err}") from None
+
+
+def _has_tokenizer(folder: Path) -> bool:
+    return (folder / "tokenizer_config.json").is_file() or (folder / "tokenizer.json").is_file()
+
+
+def _pick_export_part(export: Path, kind: str) -> tuple[Path, str]:
+    parts = {k: export / k for k in ("adapter", "merged", "model") if (export / k).is_dir()}
+    if (export / "adapter_config.json").is_file():
+        parts = {"adapter": export}
+    elif (export / "config.json").is_file():
+        parts = {"model": export}
+    if not parts:
+        raise ModelNotFoundError(f"{export} holds no model: expected config.json, adapter_config.json or an "
+                                 "export with adapter/, merged/ or model/")
+    if kind == "auto":
+        kind = next(k for k in ("adapter", "merged", "model") if k in parts)
+    if kind not in parts:
+        raise ModelNotFoundError(f"export {export} has no {kind!r} part (it has {sorted(parts)})")
+    return parts[kind], kind
+
+
+def resolve_model_source(model_cfg: Any, *, adapter_dir: Optional[str] = None, export_dir: Optional[str] = None,
+                         export_kind: str = "auto") -> ModelSource:
+    """Resolve the config's model keys to a :class:`ModelSource` (checks the adapter against its base)."""
+    name = str(model_cfg.get("name_or_path") or "")
+    revision = model_cfg.get("revision")
+    if export_dir and adapter_dir:
+        raise ModelNotFoundError("set either export_dir or adapter_dir, not both")
+    base_name, kind, configured, export = name, "model", name, None
+    if export_dir:
+        export = Path(export_dir).expanduser()
+        if not export.is_dir():
+            raise ModelNotFoundError(f"export directory {export_dir!r} does not exist")
+        part, kind = _pick_export_part(export, export_kind)
+        configured = str(export.resolve())
+        if kind == "adapter":
+            adapter_dir = str(part)
+            info = _read_json(export / "export.json") if (export / "export.json").is_file() else {}
+            base_name = info.get("base_model") or _read_json(part / "adapter_config.json").get(
+                "base_model_name_or_path") or name
+        else:
+            base_name, revision = str(part), None
+    elif adapter_dir:
+        kind, configured = "adapter", f"{name} + {adapter_dir}"
+    if not base_name:
+        raise ModelNotFoundError("no model configured: set model.name_or_path, adapter_dir or export_dir")
+    model_dir = local_model_dir(base_name, revision)
+    rank = None
+    tokenizer_dir = model_dir
+    if adapter_dir:
+        adapter = Path(adapter_dir).expanduser()
+        if not (adapter / "adapter_config.json").is_file():
+            raise ModelNotFoundError(f"adapter directory {adapter_dir!r} does not exist or has no adapter_config.json")
+        adapter_dir = str(adapter.resolve())
+        rank = int(_read_json(adapter / "adapter_config.json").get("r") or 0) or None
+        check_adapter_matches_base(adapter_dir, model_dir)
+        if _has_tokenizer(adapter):
+            tokenizer_dir = adapter_dir
+    return ModelSource(model_dir=model_dir, adapter_dir=adapter_dir, tokenizer_dir=tokenizer_dir,
+                       kind="merged" if kind == "merged" else ("adapter" if adapter_dir else "model"),
+                       configured=configured, export_dir=str(export.resolve()) if export else None,
+                       lora_rank=rank)
+
+
+# -- adapter / base compatibility -------------------------------------------------------------------
+
+def _tensor_shapes(folder: Path) -> dict[str, tuple[int, ...]]:
+    """Names and shapes of the tensors in a directory's weight files, read from the headers only."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    files = sorted(folder.glob("*.safetensors"))
+    if files:
+        from safetensors import safe_open
+
+        for f in files:
+            with safe_open(str(f), framework="pt") as st:
+                for key in st.keys():
+                    shapes[key] = tuple(st.get_slice(key).get_shape())
+        return shapes
+    import torch
+
+    for f in sorted(folder.glob("*.bin")):
+        state = torch.load(f, map_location="meta", weights_only=True)
+        shapes.update({k: tuple(v.shape) for k, v in state.items()})
+    return shapes
+
+
+def _strip(name: str) -> str:
+    for prefix in ("base_model.model.", "base_model."):
+        if name.startswith(prefix):
+            return name[len(prefix):]
+    return name
+
+
+def check_adapter_matches_base(adapter_dir: str, model_dir: str) -> None:
+    """Raise :class:`AdapterMismatchError` unless every LoRA module fits a Linear of the base.
+
+    For ``<module>.lora_A.weight`` of shape (r, in) and ``<module>.lora_B.weight`` of shape (out, r)
+    the base must hold ``<module>.weight`` of shape (out, in). Names are compared with and without
+    the ``model.`` prefix some exports drop.
+    """
+    adapter_shapes = _tensor_shapes(Path(adapter_dir))
+    if not adapter_shapes:
+        raise AdapterMismatchError(f"adapter {adapter_dir} has no weight file (adapter_model.safetensors)")
+    base_shapes = {_strip(k): v for k, v in _tensor_shapes(Path(model_dir)).items()}
+    problems = []
+    for key, shape_a in sorted(adapter_shapes.items()):
+        if ".lora_A." not in key:
+            continue
+        module = _strip(key.split(".lora_A.")[0])
+        shape_b = adapter_shapes.get(key.replace(".lora_A.", ".lora_B."))
+        base = base_shapes.get(module + ".weight") or base_shapes.get(module.removeprefix("model.") + ".weight")
+        if base is None:
+            problems.append(f"{module}: not in the base model")
+        elif len(base) == 2 and shape_b is not None and (base[1] != shape_a[-1] or base[0] != shape_b[0]):
+            problems.append(f"{module}: base weight {list(base)} vs adapter in={shape_a[-1]} out={shape_b[0]}")
+        if len(problems) >= 5:
+            break
+    if problems:
+        raise AdapterMismatchError(f"adapter {adapter_dir} does not match base model {model_dir}: "
+                                   + "; ".join(problems))
+
+
+# -- identity ---------------------------------------------------------------------------------------
+
+def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def weight_hashes(folder: str) -> dict[str, str]:
+    """sha256 of every weight file directly in ``folder`` (sharded checkpoints included)."""
+    root = Path(folder)
+    return {p.name: sha256_file(p) for p in sorted(root.iterdir()) if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES)}
+
+
+def tokenizer_hash(folder: str, chat_template: str) -> str:
+    """sha256 over the tokenizer files of ``folder`` and the chat template actually used."""
+    h = hashlib.sha256()
+    for name in TOKENIZER_FILES:
+        p = Path(folder) / name
+        if p.is_file():
+            h.update(name.encode() + b"\0" + hashlib.sha256(p.read_bytes()).digest())
+    h.update(b"template\0" + chat_template.encode())
+    return h.hexdigest()
+
+
+def model_identity(source: ModelSource, chat_template: str) -> dict[str, Any]:
+    """The evaluated model as results.json records it: paths and content hashes."""
+    adapter_cfg = None
+    if source.adapter_dir:
+        raw = _read_json(Path(source.adapter_dir) / "adapter_config.json")
+        adapter_cfg = {k: raw.get(k) for k in ("peft_type", "r", "lora_alpha", "target_modules", "use_rslora",
+                                               "base_model_name_or_path")}
+        if isinstance(adapter_cfg.get("target_modules"), list):
+            adapter_cfg["target_modules"] = sorted(adapter_cfg["target_modules"])
+    weights = weight_hashes(source.model_dir)
+    adapter_weights = weight_hashes(source.adapter_dir) if source.adapter_dir else {}
+    digest = hashlib.sha256(json.dumps([weights, adapter_weights], sort_keys=True).encode()).hexdigest()
+    return {
+        "configured": source.configured,
+        "kind": source.kind,
+        "path": source.model_dir,
+        "adapter_path": source.adapter_dir,
+        "export_dir": source.export_dir,
+        "tokenizer_path": source.tokenizer_dir,
+        "weights_sha256": weights,
+        "adapter_weights_sha256": adapter_weights,
+        "weights_digest": digest,
+        "tokenizer_sha256": tokenizer_hash(source.tokenizer_dir, chat_template),
+        "chat_template_sha256": hashlib.sha256(chat_template.encode()).hexdigest(),
+        "adapter_config": adapter_cfg,
+    }
+
+
+def context_length(model_dir: str) -> Optional[int]:
+    """The model's own maximum sequence length from config.json (None if it states none)."""
+    cfg = _read_json(Path(model_dir) / "config.json")
+    cfg = cfg.get("text_config", cfg)
+    for key in ("max_position_embeddings", "max_sequence_length", "seq_length", "n_positions"):
+        if isinstance(cfg.get(key), int):
+            return cfg[key]
+    return None

