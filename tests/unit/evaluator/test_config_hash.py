@@ -1,0 +1,124 @@
+"""eval_config_hash changes with every generation, data, template, few-shot, backend or scorer setting,
+and stays when only output paths or resource settings (eval.runtime) change.
+
+Every key of ``eval.generation`` and ``eval.runtime`` is perturbed automatically, so a key added later
+is covered without editing this test. ``prepare`` does all the work up to the hash (no backend).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+
+import pytest
+
+from ifdistill.evaluator import run as run_module
+from ifdistill.evaluator.cli import compose_config
+from ifdistill.evaluator.run import prepare
+from ifdistill.evaluator.settings import GenerationSettings, RuntimeSettings
+from ifdistill.paths import ifeval_input_path
+
+BASE = ["eval=ifeval_local", "eval.data.max_examples=12", "eval.generation.max_new_tokens=64"]
+OTHER_TEMPLATE = ("{%- for m in messages -%}{{- '<|im_start|>' + m['role'] + ':\\n' + m['content'] + '<|im_end|>\\n' -}}"
+                  "{%- endfor -%}{%- if add_generation_prompt -%}{{- '<|im_start|>assistant:\\n' -}}{%- endif -%}")
+
+
+@pytest.fixture(autouse=True)
+def _no_process_changes(monkeypatch):
+    """Runtime perturbations must not pin or re-device the test process itself."""
+    monkeypatch.setattr(run_module, "apply_runtime", lambda runtime: None)
+
+
+def _hash(tmp_path, *overrides: str) -> str:
+    cfg = compose_config([*BASE, *overrides], output_dir=str(tmp_path / "out"))
+    return prepare(cfg).eval_config_hash
+
+
+@pytest.fixture(scope="module")
+def base_hash(tmp_path_factory):
+    return _hash(tmp_path_factory.mktemp("base"))
+
+
+def _changed(name: str, default):
+    """A different, valid value for a setting of the given default."""
+    special = {"chat_template": repr(OTHER_TEMPLATE), "enable_thinking": "false", "system_prompt": "'Be brief.'",
+               "temperature": "0.7", "top_p": "0.9", "stop": "['###']", "stop_token_ids": "[5]",
+               "cpu_threads_bind": "nobind", "hf_device": "cpu", "cuda_visible_devices": "'0'",
+               "gpu_memory_utilization": "0.5"}
+    if name in special:
+        return special[name]
+    if isinstance(default, bool):
+        return str(not default).lower()
+    if isinstance(default, int):
+        return str(default + 1)
+    if default is None:
+        return "3"
+    raise AssertionError(f"no perturbation for {name}={default!r}")
+
+
+GENERATION_KEYS = [f.name for f in dataclasses.fields(GenerationSettings)]
+RUNTIME_KEYS = [f.name for f in dataclasses.fields(RuntimeSettings)]
+
+
+@pytest.mark.parametrize("key", GENERATION_KEYS)
+def test_every_generation_setting_changes_the_hash(key, tmp_path, base_hash):
+    default = getattr(GenerationSettings(), key)
+    if key == "max_new_tokens":
+        default = 64
+    assert _hash(tmp_path, f"eval.generation.{key}={_changed(key, default)}") != base_hash
+
+
+@pytest.mark.parametrize("overrides", [
+    ["eval.data.max_examples=11"],                                  # other rows
+    ["eval=synthetic", "eval.data.max_examples=12", "eval.generation.max_new_tokens=64"],  # other data
+    ["eval.fewshot.k=1"],                                           # k-shot
+    ["eval.backend=hf"],
+    ["eval.dtype=bfloat16"],
+    ["eval.max_model_len=1024"],                                    # caps the token budget
+    ["model.chat_template=" + repr(OTHER_TEMPLATE)],                # via the model group's interpolation
+], ids=lambda o: " ".join(o))
+def test_data_fewshot_backend_and_context_change_the_hash(overrides, tmp_path, base_hash):
+    assert _hash(tmp_path, *overrides) != base_hash
+
+
+def test_demo_selection_seed_changes_the_hash(tmp_path):
+    assert _hash(tmp_path, "eval.fewshot.k=1") != _hash(tmp_path, "eval.fewshot.k=1", "eval.fewshot.seed=1")
+
+
+def test_scorer_version_changes_the_hash(tmp_path, base_hash, monkeypatch):
+    import ifdistill.ifeval.scoring as scoring
+
+    monkeypatch.setattr(scoring, "SCORER_VERSION", scoring.SCORER_VERSION + "-next")
+    assert _hash(tmp_path) != base_hash
+
+
+def test_a_changed_prompt_changes_the_hash_but_a_moved_copy_does_not(tmp_path, base_hash):
+    copy = tmp_path / "elsewhere" / "ifeval.jsonl"
+    copy.parent.mkdir()
+    shutil.copy(ifeval_input_path(), copy)
+    assert _hash(tmp_path, f"eval.data.path={copy}") == base_hash
+    rows = [json.loads(line) for line in copy.read_text().splitlines()]
+    rows[3]["prompt"] += " Please."
+    copy.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert _hash(tmp_path, f"eval.data.path={copy}") != base_hash
+
+
+@pytest.mark.parametrize("key", RUNTIME_KEYS)
+def test_resource_settings_leave_the_hash(key, tmp_path, base_hash):
+    default = getattr(RuntimeSettings(), key)
+    assert _hash(tmp_path, f"eval.runtime.{key}={_changed(key, default)}") == base_hash
+
+
+def test_output_paths_leave_the_hash(tmp_path, base_hash):
+    assert _hash(tmp_path, f"output_dir={tmp_path / 'x' / 'y'}", "overwrite=true",
+                 f"paths.output_root={tmp_path / 'root'}") == base_hash
+
+
+def test_fingerprint_is_recorded_in_readable_form(tmp_path):
+    plan = prepare(compose_config([*BASE, "eval.fewshot.k=2"], output_dir=str(tmp_path / "out")))
+    fp = plan.fingerprint
+    assert fp["generation"]["max_new_tokens"] == 64 and fp["fewshot"]["k"] == 2
+    assert fp["data"]["num_prompts"] == 12 and len(fp["data"]["rows_sha256"]) == 64
+    assert fp["context_len"] == 2048 and fp["backend"] == "vllm"
+    assert "runtime" not in fp and "output_dir" not in json.dumps(fp)

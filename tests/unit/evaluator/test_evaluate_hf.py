@@ -1,0 +1,99 @@
+"""``evaluate(cfg)`` end to end with the transformers backend (in-process, seconds), and the input
+errors, each raised before any backend is started."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ifdistill.evaluator import run as run_module
+from ifdistill.evaluator.cli import compose_config
+from ifdistill.evaluator.errors import (ChatTemplateError, EmptyDatasetError, ModelNotFoundError, OutputExistsError,
+                                        PromptTooLongError)
+from ifdistill.evaluator.results import read_results
+from ifdistill.evaluator.run import evaluate
+from ifdistill.evaluator.schema import SAMPLE_SCHEMA, validate
+
+SMALL = ["eval=ifeval_local", "eval.backend=hf", "eval.data.max_examples=3", "eval.generation.max_new_tokens=4",
+         "eval.runtime.progress=false"]
+
+
+def test_hf_evaluation_writes_valid_results(tmp_path):
+    out = tmp_path / "evals" / "base"
+    results = evaluate(compose_config(SMALL, output_dir=str(out)))
+    on_disk, samples = read_results(out)
+    assert on_disk == json.loads(json.dumps(results, allow_nan=True).replace("NaN", "null"))
+    validate(on_disk)
+    for row in samples:
+        validate(row, SAMPLE_SCHEMA)
+    assert [s["key"] for s in samples] == ["1000", "1001", "1005"]  # data order, IFEval keys
+    assert all(s["num_generated_tokens"] <= 4 and s["rendered_prompt"].startswith("<|im_start|>user\n")
+               for s in samples)
+    assert on_disk["metrics"]["num_prompts"] == 3 and on_disk["counts"]["generated_tokens"] == sum(
+        s["num_generated_tokens"] for s in samples)
+    assert on_disk["backend"]["name"] == "hf" and on_disk["model"]["kind"] == "model"
+    assert on_disk["data"]["eval"]["kind"] == "local" and on_disk["versions"]["transformers"]
+    assert on_disk["config"]["eval"]["generation"]["max_new_tokens"] == 4
+
+
+@pytest.fixture()
+def no_backend(monkeypatch):
+    """Input errors must surface before the (expensive) backend starts."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("a backend was started")
+
+    monkeypatch.setattr(run_module, "make_backend", refuse)
+
+
+@pytest.fixture()
+def model_without_template(tiny_model_dir, tmp_path):
+    out = tmp_path / "no_template_model"
+    shutil.copytree(tiny_model_dir, out)
+    (out / "chat_template.jinja").unlink()
+    cfg = json.loads((out / "tokenizer_config.json").read_text())
+    cfg.pop("chat_template", None)
+    (out / "tokenizer_config.json").write_text(json.dumps(cfg))
+    return out
+
+
+def test_input_errors_are_clear_and_early(no_backend, model_without_template, tmp_path):
+    out = str(tmp_path / "out")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    cases = [
+        (ModelNotFoundError, "does not exist", [f"model.name_or_path={tmp_path / 'missing_model'}"]),
+        (ChatTemplateError, "no chat template", [f"model.name_or_path={model_without_template}"]),
+        (EmptyDatasetError, "holds no prompt", [f"eval.data.path={empty}"]),
+        (PromptTooLongError, "context of 32 tokens", ["eval.max_model_len=32"]),
+    ]
+    for error, message, overrides in cases:
+        with pytest.raises(error, match=message):
+            evaluate(compose_config([*SMALL, *overrides], output_dir=out))
+    # a configured template makes the template-less tokenizer usable (up to the backend start)
+    template = "'{% for m in messages %}{{ m.content }}{% endfor %}'"
+    with pytest.raises(AssertionError, match="backend was started"):
+        evaluate(compose_config([*SMALL, f"model.name_or_path={model_without_template}",
+                                 f"model.chat_template={template}"], output_dir=out))
+
+
+def test_an_existing_result_is_not_overwritten_silently(no_backend, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.json").write_text("{}")
+    with pytest.raises(OutputExistsError, match="overwrite=true"):
+        evaluate(compose_config(SMALL, output_dir=str(out)))
+
+
+def test_the_cli_reports_input_errors_in_one_line(tmp_path):
+    script = Path(sys.executable).parent / "ifdistill-eval"
+    done = subprocess.run([str(script), *SMALL, f"model.name_or_path={tmp_path / 'missing'}",
+                           f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2
+    assert f"ifdistill-eval: error: model directory '{tmp_path / 'missing'}' does not exist" in done.stderr
+    assert "Traceback" not in done.stderr
