@@ -64,7 +64,8 @@ class VLLMBackend:
         self.on_cpu = current_platform.is_cpu()
         self.max_lora_rank = lora_rank_slot(lora_rank) if lora_rank else None
         kwargs = dict(model=model_dir, tokenizer=tokenizer_dir, dtype=dtype, max_model_len=max_model_len,
-                      seed=seed, enforce_eager=runtime.enforce_eager, generation_config="vllm",
+                      seed=seed, generation_config="vllm",
+                      enforce_eager=self.on_cpu if runtime.enforce_eager is None else runtime.enforce_eager,
                       tensor_parallel_size=runtime.tensor_parallel_size)
         if self.on_cpu:
             if not runtime.kv_cache_memory_bytes:

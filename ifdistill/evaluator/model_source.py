@@ -30,6 +30,8 @@ from typing import Any, Optional
 from ifdistill.evaluator.errors import AdapterMismatchError, ModelNotFoundError
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
+# What a snapshot needs for loading and identity (not ONNX / GGUF / original checkpoints).
+HUB_PATTERNS = ["*.json", "*.safetensors", "*.jinja", "*.model", "*.txt", "*.tiktoken"]
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
                    "merges.txt", "tokenizer.model", "added_tokens.json", "chat_template.jinja",
                    "chat_template.json")
@@ -69,7 +71,11 @@ def local_model_dir(name_or_path: str, revision: Optional[str] = None) -> str:
     try:
         from huggingface_hub import snapshot_download
 
-        return snapshot_download(repo_id=name_or_path, revision=revision)
+        folder = snapshot_download(repo_id=name_or_path, revision=revision, allow_patterns=HUB_PATTERNS)
+        if not any(Path(folder).glob("*.safetensors")):  # an older repository with .bin weights only
+            folder = snapshot_download(repo_id=name_or_path, revision=revision,
+                                       allow_patterns=[*HUB_PATTERNS, "*.bin"])
+        return folder
     except Exception as err:  # offline and not cached, unknown repo, no permission, ...
         raise ModelNotFoundError(
             f"model {name_or_path!r} is neither a local directory nor available from the Hugging Face hub "

@@ -91,7 +91,7 @@ class RuntimeSettings:
     cuda_visible_devices: Optional[str] = None
     tensor_parallel_size: int = 1
     max_num_seqs: Optional[int] = None
-    enforce_eager: bool = True
+    enforce_eager: Optional[bool] = None  # null: true on CPU (no compile at start-up), false on GPU (CUDA graphs)
     hf_batch_size: int = 32
     hf_device: str = "auto"  # auto | cpu | cuda | cuda:N
     progress: bool = True

@@ -45,7 +45,7 @@ def _changed(name: str, default):
     special = {"chat_template": repr(OTHER_TEMPLATE), "enable_thinking": "false", "system_prompt": "'Be brief.'",
                "temperature": "0.7", "top_p": "0.9", "stop": "['###']", "stop_token_ids": "[5]",
                "cpu_threads_bind": "nobind", "hf_device": "cpu", "cuda_visible_devices": "'0'",
-               "gpu_memory_utilization": "0.5"}
+               "gpu_memory_utilization": "0.5", "enforce_eager": "false"}
     if name in special:
         return special[name]
     if isinstance(default, bool):
@@ -122,3 +122,21 @@ def test_fingerprint_is_recorded_in_readable_form(tmp_path):
     assert fp["data"]["num_prompts"] == 12 and len(fp["data"]["rows_sha256"]) == 64
     assert fp["context_len"] == 2048 and fp["backend"] == "vllm"
     assert "runtime" not in fp and "output_dir" not in json.dumps(fp)
+
+
+def test_the_same_rows_from_the_hub_layout_or_the_hub_fallback_give_the_same_hash(tmp_path, base_hash):
+    """Data identity is content: google/IFEval unreachable (tests run offline) -> the shared copy is read
+    and recorded as a fallback; rows in the Hugging Face layout (every kwarg present, unused ones None)
+    normalise to the same rows."""
+    plan = prepare(compose_config([*BASE, "eval=ifeval"], output_dir=str(tmp_path / "out")))
+    assert plan.eval_config_hash == base_hash
+    assert plan.data.identity["fallback_from"]["hf_name"] == "google/IFEval"
+    names = sorted({k for line in ifeval_input_path().read_text().splitlines()
+                    for kw in json.loads(line)["kwargs"] for k in kw})
+    hub_layout = tmp_path / "hub_layout.jsonl"
+    with open(hub_layout, "w") as f:
+        for line in ifeval_input_path().read_text().splitlines():
+            row = json.loads(line)
+            row["kwargs"] = [{n: kw.get(n) for n in names} for kw in row["kwargs"]]
+            f.write(json.dumps(row) + "\n")
+    assert _hash(tmp_path, f"eval.data.path={hub_layout}") == base_hash
