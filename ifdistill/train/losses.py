@@ -1,0 +1,159 @@
+"""Losses and teacher-forced metrics as pure tensor functions (no module state, no distributed code).
+
+Conventions (torchtune's): every function takes ``logits`` of shape ``(..., V)`` and ``labels`` of the
+same leading shape that are *already aligned* -- ``logits[i]`` predicts ``labels[i]``. Positions whose
+label is ``ignore_index`` count for nothing. ``reduction="mean"`` averages over the counted tokens,
+``"sum"`` sums them, ``"none"`` returns per-position values (0 where ignored).
+
+The causal shift lives in exactly one place, :func:`shift_for_causal_lm`: logits at position ``t``
+predict the token at ``t + 1``. Training code selects supervised positions *before* the LM head
+(``ifdistill.train.modeling.SelectiveLM``), so it passes ``(N, V)`` logits and ``(N,)`` targets.
+
+Why sums matter: a batch-level metric must be ``sum over tokens / number of tokens`` across every
+micro-batch and rank. A mean of per-batch means weights a 3-token batch like a 300-token one, so the
+training code aggregates the ``"sum"`` reductions and a token count (:func:`token_stats`) and divides
+once at the end.
+
+Divergences between a student and a teacher distribution (per position, then reduced):
+
+- ``forward``  KL(p_teacher || p_student)  -- mass-covering (standard KD);
+- ``reverse``  KL(p_student || p_teacher)  -- mode-seeking;
+- ``jsd``      generalised Jensen-Shannon with weight ``beta`` on the teacher:
+  ``M = beta * p_t + (1 - beta) * p_s``, ``JSD_beta = beta * KL(p_t || M) + (1 - beta) * KL(p_s || M)``
+  (``beta = 0.5`` is the symmetric JSD; it tends to 0 at ``beta`` 0 or 1, so ``0 < beta < 1``).
+
+``temperature`` T divides both sets of logits and the divergence is multiplied by T**2 (Hinton et al.):
+the gradient of a softened KL shrinks like 1/T**2, and the factor keeps its scale comparable to CE.
+``topk=k`` keeps the teacher's k largest logits per position and compares both distributions
+*renormalised on that support* (gathered student logits, then log-softmax), so all three divergences
+stay finite and the teacher's tail (often noise) does not have to be stored or matched.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+IGNORE_INDEX = -100
+DIVERGENCES = ("forward", "reverse", "jsd")
+
+
+def shift_for_causal_lm(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Align ``(B, L, V)`` logits with unshifted ``(B, L)`` labels: drop the last logit and the first label."""
+    return logits[..., :-1, :], labels[..., 1:]
+
+
+def supervised_positions(labels: torch.Tensor, ignore_index: int = IGNORE_INDEX) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(rows, cols)`` of the logits that predict a supervised token of unshifted ``(B, L)`` labels,
+    in row-major order; the targets are ``labels[rows, cols + 1]``."""
+    rows, cols = (labels[:, 1:] != ignore_index).nonzero(as_tuple=True)
+    return rows, cols
+
+
+def _reduce(values: torch.Tensor, keep: torch.Tensor, reduction: str) -> torch.Tensor:
+    values = torch.where(keep, values, torch.zeros((), dtype=values.dtype, device=values.device))
+    if reduction == "none":
+        return values
+    if reduction == "sum":
+        return values.sum()
+    if reduction == "mean":
+        return values.sum() / keep.sum().clamp(min=1)
+    raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def cross_entropy(logits: torch.Tensor, labels: torch.Tensor, *, ignore_index: int = IGNORE_INDEX,
+                  reduction: str = "mean") -> torch.Tensor:
+    """Teacher-forced cross-entropy (nats) of the labels under the logits, computed in float32."""
+    keep = labels != ignore_index
+    nll = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                          ignore_index=ignore_index, reduction="none").reshape(labels.shape)
+    return _reduce(nll, keep, reduction)
+
+
+def token_accuracy(logits: torch.Tensor, labels: torch.Tensor, *, ignore_index: int = IGNORE_INDEX,
+                   reduction: str = "mean") -> torch.Tensor:
+    """Teacher-forced top-1 accuracy: does the argmax equal the label (ties: the lowest id wins)."""
+    keep = labels != ignore_index
+    correct = (logits.argmax(dim=-1) == labels).to(torch.float32)
+    return _reduce(correct, keep, reduction)
+
+
+def token_entropy(logits: torch.Tensor, labels: torch.Tensor, *, ignore_index: int = IGNORE_INDEX,
+                  reduction: str = "mean") -> torch.Tensor:
+    """Entropy (nats) of the predictive distribution at the positions whose label is counted."""
+    keep = labels != ignore_index
+    logp = F.log_softmax(logits.float(), dim=-1)
+    ent = -(logp.exp() * logp).sum(dim=-1)
+    return _reduce(ent, keep, reduction)
+
+
+def token_stats(logits: torch.Tensor, labels: torch.Tensor, *, ignore_index: int = IGNORE_INDEX) -> dict[str, torch.Tensor]:
+    """Sums for aggregation: ``nll``, ``correct``, ``entropy`` and the token ``count`` (all float32 scalars,
+    detached). One log-softmax serves all three."""
+    with torch.no_grad():
+        keep = labels != ignore_index
+        logp = F.log_softmax(logits.float(), dim=-1)
+        safe = torch.where(keep, labels, torch.zeros_like(labels))
+        nll = -logp.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+        correct = (logits.argmax(dim=-1) == labels).to(torch.float32)
+        ent = -(logp.exp() * logp).sum(dim=-1)
+        return {"nll": _reduce(nll, keep, "sum"), "correct": _reduce(correct, keep, "sum"),
+                "entropy": _reduce(ent, keep, "sum"), "count": keep.sum().to(torch.float32)}
+
+
+def _log_probs(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float,
+               topk: Optional[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    s = student_logits.float() / temperature
+    t = teacher_logits.float() / temperature
+    if topk is not None and 0 < topk < t.shape[-1]:
+        idx = t.topk(topk, dim=-1).indices
+        s, t = s.gather(-1, idx), t.gather(-1, idx)
+    return F.log_softmax(s, dim=-1), F.log_softmax(t, dim=-1)
+
+
+def _kl(logp: torch.Tensor, logq: torch.Tensor) -> torch.Tensor:
+    """Per-position KL(p || q) from log-probabilities; terms with p = 0 contribute exactly 0."""
+    p = logp.exp()
+    return torch.where(p > 0, p * (logp - logq), torch.zeros((), dtype=p.dtype, device=p.device)).sum(-1)
+
+
+def divergence(student_logits: torch.Tensor, teacher_logits: torch.Tensor, labels: torch.Tensor, *,
+               kind: str = "forward", beta: float = 0.5, temperature: float = 1.0, topk: Optional[int] = None,
+               ignore_index: int = IGNORE_INDEX, reduction: str = "mean") -> torch.Tensor:
+    """Student-teacher divergence per position (see the module docstring), masked by ``labels``.
+
+    The teacher logits should carry no gradient (the caller computes them under ``no_grad``); this
+    function does not detach them so that it stays a plain mathematical function.
+    """
+    if kind not in DIVERGENCES:
+        raise ValueError(f"divergence kind must be one of {DIVERGENCES}, got {kind!r}")
+    keep = labels != ignore_index
+    s, t = _log_probs(student_logits, teacher_logits, temperature, topk)
+    if kind == "forward":
+        per = _kl(t, s)
+    elif kind == "reverse":
+        per = _kl(s, t)
+    else:
+        if not 0.0 < beta < 1.0:
+            raise ValueError(f"jsd needs 0 < beta < 1, got {beta} (beta -> 0 or 1 makes it vanish)")
+        m = torch.logsumexp(torch.stack([t + torch.log(torch.tensor(beta)),
+                                         s + torch.log(torch.tensor(1.0 - beta))]), dim=0)
+        per = beta * _kl(t, m) + (1.0 - beta) * _kl(s, m)
+    return _reduce(per * (temperature ** 2), keep, reduction)
+
+
+def distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, labels: torch.Tensor, *,
+                      kd_ratio: float, kind: str = "forward", beta: float = 0.5, temperature: float = 1.0,
+                      topk: Optional[int] = None, ignore_index: int = IGNORE_INDEX,
+                      reduction: str = "mean") -> torch.Tensor:
+    """``kd_ratio * divergence + (1 - kd_ratio) * cross-entropy`` over the counted positions."""
+    if not 0.0 <= kd_ratio <= 1.0:
+        raise ValueError(f"kd_ratio must be in [0, 1], got {kd_ratio}")
+    kd = divergence(student_logits, teacher_logits, labels, kind=kind, beta=beta, temperature=temperature,
+                    topk=topk, ignore_index=ignore_index, reduction=reduction)
+    ce = cross_entropy(student_logits, labels, ignore_index=ignore_index, reduction=reduction)
+    return kd_ratio * kd + (1.0 - kd_ratio) * ce
