@@ -1,0 +1,7 @@
+"""Training (``ifdistill-train``): SFT and ICL logit distillation as Lightning modules.
+
+Importing the package registers the schemas of the config sections it owns (``run``, ``optim``,
+``datamodule``, ``peft``) with :func:`ifdistill.config.validate`; everything heavy is imported lazily.
+"""
+
+from ifdistill.train import schemas as _schemas  # noqa: F401  (registers config schemas)

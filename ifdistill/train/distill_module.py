@@ -1,0 +1,136 @@
+"""ICL logit distillation: the teacher reads k demonstrations + prompt + completion, the student prompt +
+completion, and on the completion tokens ``loss = kd_ratio * D(teacher, student) + (1 - kd_ratio) * CE``.
+
+The batch comes from :class:`ifdistill.data.collate.IclCollator`: the student view (``input_ids``,
+``attention_mask``, ``labels``), the teacher view (``teacher_*``) and, per example, the aligned
+positions of the completion tokens in both (``student_positions``, ``teacher_positions``,
+``completion_valid``). The logits that predict the token at position ``p`` sit at ``p - 1``.
+
+Teachers (``teacher=``):
+
+- ``frozen_initial``: the model as it was before training. With LoRA that is the *same* weights with
+  the adapter disabled (PEFT's ``disable_adapter``) -- no second copy in memory. Without LoRA a frozen
+  copy is taken at construction, before any checkpoint is loaded, so a resumed run still distils from
+  the initial weights.
+- ``separate``: another model (``teacher_model``: a ``model``-like section), loaded frozen.
+- ``self_stopgrad``: the current weights, under ``no_grad`` (the target moves with training).
+
+The teacher always runs under ``no_grad`` and in eval mode (no dropout: the target must not be noisy),
+and only at the completion positions of the LM head. Frozen copies are kept out of the module tree
+(no checkpoint bloat, not wrapped by DDP/DeepSpeed/FSDP) and moved to the device at fit start; under
+ZeRO-3/FSDP they are therefore replicated, not sharded -- prefer LoRA + ``frozen_initial`` for big models.
+
+Logged besides the SFT metrics: ``train/kd`` (the divergence), ``train/ce``, and the teacher's own
+``teacher/ce`` and ``teacher/acc`` on the completion -- how much the demonstrations help.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Mapping
+from typing import Any, Optional
+
+import torch
+
+from ifdistill.train.losses import DIVERGENCES, cross_entropy, divergence, token_stats
+from ifdistill.train.modeling import SelectiveLM, adapter_disabled, build_model, is_peft
+from ifdistill.train.sft_module import STAT_KEYS, SFTModule
+from ifdistill.train.token_sums import ratio
+
+TEACHERS = ("frozen_initial", "separate", "self_stopgrad")
+
+
+@contextlib.contextmanager
+def eval_mode(module: torch.nn.Module):
+    was = module.training
+    module.train(False)
+    try:
+        yield
+    finally:
+        module.train(was)
+
+
+class ICLDistillModule(SFTModule):
+    """SFT plus a logit-distillation term from an in-context (k-shot) teacher."""
+
+    def __init__(self, model: Mapping[str, Any], peft: Optional[Mapping[str, Any]] = None,
+                 optim: Optional[Mapping[str, Any]] = None, *, kd_ratio: float = 0.5, kl: str = "forward",
+                 beta: float = 0.5, temperature: float = 1.0, teacher: str = "frozen_initial",
+                 teacher_model: Optional[Mapping[str, Any]] = None, topk: Optional[int] = None, k: int = 4,
+                 **kwargs: Any):
+        if kl not in DIVERGENCES:
+            raise ValueError(f"method.kl must be one of {DIVERGENCES}, got {kl!r}")
+        if teacher not in TEACHERS:
+            raise ValueError(f"method.teacher must be one of {TEACHERS}, got {teacher!r}")
+        if not 0.0 <= kd_ratio <= 1.0:
+            raise ValueError(f"method.kd_ratio must be in [0, 1], got {kd_ratio}")
+        if teacher == "separate" and not teacher_model:
+            raise ValueError("method.teacher=separate needs method.teacher_model (name_or_path, dtype, ...)")
+        super().__init__(model, peft, optim, **kwargs)
+        self.save_hyperparameters()
+        self.kd = dict(kd_ratio=float(kd_ratio), kind=kl, beta=float(beta), temperature=float(temperature),
+                       topk=int(topk) if topk else None)
+        self.teacher_kind = teacher
+        self._frozen: list[SelectiveLM] = []  # a list: hidden from the module tree on purpose
+        if teacher == "separate":
+            self._frozen.append(self._freeze(SelectiveLM(build_model(
+                teacher_model, None, dtype=kwargs.get("dtype") or teacher_model.get("dtype"),
+                attn_implementation=kwargs.get("attn_implementation", "sdpa")))))
+        elif teacher == "frozen_initial" and not is_peft(self.model):
+            self._frozen.append(self._freeze(copy.deepcopy(self.lm)))
+
+    @staticmethod
+    def _freeze(lm: SelectiveLM) -> SelectiveLM:
+        lm.requires_grad_(False)
+        return lm.train(False)
+
+    def _train_keys(self) -> tuple[str, ...]:
+        return super()._train_keys() + ("kd", "ce") + tuple("teacher_" + k for k in STAT_KEYS)
+
+    def on_fit_start(self) -> None:
+        for lm in self._frozen:
+            lm.to(self.device)
+
+    # -- the two views ----------------------------------------------------------------------------
+    @staticmethod
+    def completion_index(batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``rows``, student logit columns, teacher logit columns, targets -- one entry per completion token."""
+        rows, c = batch["completion_valid"].nonzero(as_tuple=True)
+        s_pos = batch["student_positions"][rows, c]
+        t_pos = batch["teacher_positions"][rows, c]
+        return rows, s_pos - 1, t_pos - 1, batch["input_ids"][rows, s_pos]
+
+    def teacher_logits(self, batch: Mapping[str, torch.Tensor], rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        if self._frozen:
+            lm, ctx = self._frozen[0], contextlib.nullcontext()
+        elif self.teacher_kind == "frozen_initial":
+            lm, ctx = self.lm, adapter_disabled(self.model)
+        else:
+            lm, ctx = self.lm, contextlib.nullcontext()
+        with torch.no_grad(), ctx, eval_mode(lm):
+            return lm(batch["teacher_input_ids"], rows, cols, attention_mask=batch.get("teacher_attention_mask"))
+
+    def objective(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        rows, s_cols, t_cols, targets = self.completion_index(batch)
+        # Teacher first: its gathered (ZeRO-3/FSDP) parameters and activations are freed before the
+        # student's graph is built.
+        t_logits = self.teacher_logits(batch, rows, t_cols)
+        s_logits = self.lm(batch["input_ids"], rows, s_cols, attention_mask=batch.get("attention_mask"))
+        kd = divergence(s_logits, t_logits, targets, kind=self.kd["kind"], beta=self.kd["beta"],
+                        temperature=self.kd["temperature"], topk=self.kd["topk"], reduction="sum")
+        ce = cross_entropy(s_logits, targets, reduction="sum")
+        r = self.kd["kd_ratio"]
+        loss_sum = r * kd + (1.0 - r) * ce
+        stats = token_stats(s_logits, targets)
+        stats.update({"kd": kd.detach(), "ce": ce.detach()})
+        stats.update({"teacher_" + k: v for k, v in token_stats(t_logits, targets).items()})
+        return loss_sum, stats
+
+    def train_metrics(self, sums: Mapping[str, float]) -> dict[str, float]:
+        out = super().train_metrics(sums)
+        out["train/kd"] = ratio(sums, "kd", "count")
+        out["teacher/ce"] = ratio(sums, "teacher_nll", "teacher_count")
+        out["teacher/acc"] = ratio(sums, "teacher_correct", "teacher_count")
+        out["teacher/entropy"] = ratio(sums, "teacher_entropy", "teacher_count")
+        return out

@@ -1,0 +1,174 @@
+"""Building the trainable model: load a causal LM, add LoRA (or QLoRA), and compute logits only where needed.
+
+:class:`SelectiveLM` is the one forward pass every training path uses. It runs the decoder over the
+whole sequence but applies the LM head only at the positions the caller selects (the supervised
+tokens): for SFT on chat data the prompt is often half the tokens, and ``(B, L, V)`` logits are the
+largest activation of a small-hidden/large-vocab model. It is also the *root* module that FSDP2 shards,
+so that the embedding / final norm / LM head (a tied pair in small models) are gathered by one
+``forward`` -- calling ``model.model`` and ``model.lm_head`` from outside a sharded root would leave
+the root's parameters sharded.
+
+LoRA teachers: PEFT's ``disable_adapter()`` gives the frozen initial model from the same weights, so a
+LoRA run never holds a second copy (see :mod:`ifdistill.train.distill_module`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import Any, Optional
+
+import torch
+from torch import nn
+
+from ifdistill.models import resolve_model_path
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+          "float16": torch.float16, "fp16": torch.float16}
+
+
+class QLoRAUnavailable(RuntimeError):
+    """QLoRA was requested where bitsandbytes or a CUDA GPU is missing."""
+
+
+def torch_dtype(name: str | torch.dtype) -> torch.dtype:
+    if isinstance(name, torch.dtype):
+        return name
+    try:
+        return DTYPES[str(name)]
+    except KeyError:
+        raise ValueError(f"unknown dtype {name!r}; known: {sorted(DTYPES)}") from None
+
+
+def _quantization_config(quantize: Optional[str]):
+    if not quantize:
+        return None
+    if quantize not in ("4bit", "8bit"):
+        raise ValueError(f"peft.quantize must be null, '4bit' or '8bit', got {quantize!r}")
+    if not torch.cuda.is_available():
+        raise QLoRAUnavailable(f"QLoRA ({quantize}) needs a CUDA GPU; none is visible. Use peft=lora on CPU.")
+    try:
+        import bitsandbytes  # noqa: F401
+    except ImportError:
+        raise QLoRAUnavailable(f"QLoRA ({quantize}) needs bitsandbytes: pip install bitsandbytes") from None
+    from transformers import BitsAndBytesConfig
+
+    if quantize == "4bit":
+        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                                  bnb_4bit_compute_dtype=torch.bfloat16)
+    return BitsAndBytesConfig(load_in_8bit=True)
+
+
+def load_causal_lm(name_or_path: str, *, dtype: str | torch.dtype = "float32", revision: Optional[str] = None,
+                   attn_implementation: str = "sdpa", quantize: Optional[str] = None) -> nn.Module:
+    """A Hugging Face causal LM in train mode (``from_pretrained`` returns eval mode: dropout off)."""
+    from transformers import AutoModelForCausalLM
+
+    kwargs: dict[str, Any] = {"dtype": torch_dtype(dtype), "attn_implementation": attn_implementation}
+    if revision:
+        kwargs["revision"] = revision
+    qconf = _quantization_config(quantize)
+    if qconf is not None:
+        kwargs["quantization_config"] = qconf
+    model = AutoModelForCausalLM.from_pretrained(resolve_model_path(name_or_path), **kwargs)
+    model.config.use_cache = False
+    if qconf is not None:
+        from peft import prepare_model_for_kbit_training
+
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+    model.train()
+    return model
+
+
+def apply_lora(model: nn.Module, peft_cfg: Mapping[str, Any]) -> nn.Module:
+    """Wrap ``model`` with a LoRA adapter; base weights frozen, adapter weights in float32."""
+    from peft import LoraConfig, get_peft_model
+
+    cfg = LoraConfig(
+        r=int(peft_cfg.get("r", 16)),
+        lora_alpha=int(peft_cfg.get("alpha", 32)),
+        lora_dropout=float(peft_cfg.get("dropout", 0.0)),
+        target_modules=list(peft_cfg.get("target_modules") or ["q_proj", "k_proj", "v_proj", "o_proj",
+                                                                 "gate_proj", "up_proj", "down_proj"]),
+        bias=str(peft_cfg.get("bias", "none")),
+        task_type="CAUSAL_LM",
+        use_rslora=bool(peft_cfg.get("use_rslora", False)),
+    )
+    model = get_peft_model(model, cfg, autocast_adapter_dtype=True)
+    model.train()
+    return model
+
+
+def build_model(model_cfg: Mapping[str, Any], peft_cfg: Optional[Mapping[str, Any]] = None, *,
+                dtype: Optional[str] = None, gradient_checkpointing: bool = False,
+                attn_implementation: str = "sdpa") -> nn.Module:
+    """The model a training module wraps: base LM (+ LoRA when ``peft_cfg.method == 'lora'``)."""
+    peft_cfg = dict(peft_cfg or {})
+    method = peft_cfg.get("method", "none")
+    if method not in ("none", "lora"):
+        raise ValueError(f"peft.method must be 'none' or 'lora', got {method!r}")
+    quantize = peft_cfg.get("quantize") if method == "lora" else None
+    model = load_causal_lm(model_cfg["name_or_path"], dtype=dtype or model_cfg.get("dtype", "float32"),
+                           revision=model_cfg.get("revision"), attn_implementation=attn_implementation,
+                           quantize=quantize)
+    if gradient_checkpointing:
+        # Non-reentrant checkpointing needs no input gradients, so it works with frozen embeddings (LoRA).
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if method == "lora":
+        model = apply_lora(model, peft_cfg)
+    return model
+
+
+def is_peft(model: nn.Module) -> bool:
+    return hasattr(model, "disable_adapter") and hasattr(model, "get_base_model")
+
+
+def base_causal_lm(model: nn.Module) -> nn.Module:
+    """The transformers ``*ForCausalLM`` inside a PEFT wrapper (or the model itself)."""
+    return model.get_base_model() if is_peft(model) else model
+
+
+def decoder_layers(model: nn.Module) -> list[nn.Module]:
+    """The transformer blocks (FSDP2 shards each one as its own unit)."""
+    lm = base_causal_lm(model)
+    inner = lm.get_decoder() if hasattr(lm, "get_decoder") else lm.model
+    layers = getattr(inner, "layers", None)
+    if layers is None:
+        raise ValueError(f"cannot find decoder layers in {type(lm).__name__}")
+    return list(layers)
+
+
+@contextlib.contextmanager
+def adapter_disabled(model: nn.Module):
+    """Run the base weights only (no-op for models without an adapter)."""
+    if is_peft(model):
+        with model.disable_adapter():
+            yield
+    else:
+        yield
+
+
+class SelectiveLM(nn.Module):
+    """Decoder over all tokens, LM head only at ``(rows, cols)``: returns ``(N, V)`` float32 logits."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, *,
+                attention_mask: Optional[torch.Tensor] = None,
+                position_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+        lm = base_causal_lm(self.model)
+        decoder = lm.get_decoder() if hasattr(lm, "get_decoder") else lm.model
+        # use_cache=False: a cache object would also disable transformers' packed-sequence detection.
+        hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                         use_cache=False).last_hidden_state
+        return lm.get_output_embeddings()(hidden[rows, cols]).float()
+
+
+def trainable_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Detached CPU copies of the parameters that require grad (LoRA weights, or everything)."""
+    return {n: p.detach().cpu().clone() for n, p in model.named_parameters() if p.requires_grad}

@@ -1,0 +1,65 @@
+"""Schemas of the plain-data config sections that ``ifdistill-train`` owns (checked at start-up).
+
+Sections that build objects (``method``, ``trainer``, ``logger``) carry a ``_target_`` and are checked
+by instantiating them before training starts; these sections are plain data, so a typo'd key or a
+wrong type must fail here, naming the key, not at step 500.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ifdistill.config import register_schema
+from ifdistill.train.rundir import DEFAULT_HASH_IGNORE
+
+
+@dataclass
+class RunSchema:
+    name: str = "train"
+    dir: Optional[str] = None  # explicit run directory (default: derived from the config hash)
+    resume: str = "auto"  # auto | never | required
+    eval_every_n_steps: int = 50
+    validate_at_start: bool = True
+    checkpoint_every_n_steps: int = 200
+    keep_last_checkpoints: int = 3
+    hash_ignore: list[str] = field(default_factory=lambda: list(DEFAULT_HASH_IGNORE))
+
+
+@dataclass
+class OptimSchema:
+    name: str = "adamw"  # adamw | sgd | deepspeed_cpu_adam
+    lr: float = 2e-4
+    weight_decay: float = 0.0
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    eps: float = 1e-8
+    schedule: str = "cosine"  # constant | linear | cosine
+    warmup_steps: int = 0
+    min_lr_ratio: float = 0.0
+    foreach: Optional[bool] = None
+
+
+@dataclass
+class DataModuleSchema:
+    micro_batch_size: int = 4
+    val_batch_size: int = 8
+    packing: bool = False
+    max_row_tokens: Optional[int] = None
+    num_workers: int = 0
+
+
+@dataclass
+class PeftSchema:
+    method: str = "none"  # none | lora
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: Optional[list[str]] = None
+    bias: str = "none"
+    use_rslora: bool = False
+    quantize: Optional[str] = None  # null | 4bit | 8bit (QLoRA; needs bitsandbytes and a GPU)
+
+
+SCHEMAS: dict[str, Any] = {"run": RunSchema, "optim": OptimSchema, "datamodule": DataModuleSchema, "peft": PeftSchema}
+for _name, _schema in SCHEMAS.items():
+    register_schema(_name, _schema)

@@ -1,0 +1,286 @@
+"""SFT as a LightningModule: completion-only loss, token-weighted metrics, exact gradient accumulation.
+
+Loss normalisation. The objective of one optimizer step is ``sum of per-token losses / T`` where ``T``
+is the number of supervised tokens in the *whole* step: every micro-batch of the accumulation window
+on every rank. A per-micro-batch mean (what ``loss.mean()`` and most trainers do) weights a short
+completion like a long one and makes "2 x 4 accumulated" differ from "batch 8". The datamodule puts
+this rank's window total in ``batch["step_tokens"]``; the module sums it over ranks, and returns a
+*backward loss* scaled so that, after the strategy averages gradients over ranks and Lightning divides
+by ``accumulate_grad_batches`` (DeepSpeed divides once more, see :meth:`_backward_scale`), the
+gradient is exactly that of the step objective. Logged values are the real token means.
+
+Randomness. Before every training micro-batch the global RNG is re-seeded from ``(seed, global step,
+micro-batch, rank)``. Dropout masks are then a function of where training is, not of how it got
+there: a run resumed from a checkpoint draws the same masks as an uninterrupted one, whatever the
+validation loops, dataloader iterators or checkpoint code consumed in between.
+
+Metrics (teacher-forced, over supervised tokens only, shift applied once): ``ce`` (nats), ``acc``
+(top-1) and ``entropy`` for the training stream (``train/*``, aggregated over the logging interval)
+and for each held-out set (``val/<name>/*``, aggregated over the whole set). See
+:mod:`ifdistill.train.token_sums` for why these are sums over tokens.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
+
+import lightning.pytorch as pl
+import numpy as np
+import torch
+
+from ifdistill.train.losses import cross_entropy, supervised_positions, token_stats
+from ifdistill.train.modeling import SelectiveLM, build_model, decoder_layers
+from ifdistill.train.token_sums import TokenSums, ratio, token_metrics
+
+# Validation values are reduced over ranks (as token sums) before they are logged, so Lightning's advice
+# to add sync_dist=True (a mean over ranks of identical values) does not apply.
+warnings.filterwarnings("ignore", message=r".*sync_dist=True.*when logging on epoch level")
+
+STAT_KEYS = ("nll", "correct", "entropy", "count")
+DATA_KEYS = ("examples", "replay_examples", "replay_tokens", "input_tokens")
+
+
+def step_seed(seed: int, step: int, micro: int, rank: int) -> int:
+    """A well-mixed 63-bit seed for one micro-batch (numpy's SeedSequence hashing)."""
+    return int(np.random.SeedSequence([seed, step, micro, rank]).generate_state(1, np.uint64)[0] >> 1)
+
+
+def lr_lambda(schedule: str, warmup_steps: int, max_steps: int, min_lr_ratio: float = 0.0):
+    """Multiplier of the base LR at an optimizer step: linear warmup, then constant/linear/cosine decay."""
+    if schedule not in ("constant", "linear", "cosine"):
+        raise ValueError(f"optim.schedule must be constant, linear or cosine, got {schedule!r}")
+
+    def f(step: int) -> float:
+        if warmup_steps > 0 and step < warmup_steps:
+            return (step + 1) / warmup_steps
+        if schedule == "constant" or max_steps <= warmup_steps:
+            return 1.0
+        progress = min(1.0, (step - warmup_steps) / max(1, max_steps - warmup_steps))
+        decay = 1.0 - progress if schedule == "linear" else 0.5 * (1.0 + math.cos(math.pi * progress))
+        return min_lr_ratio + (1.0 - min_lr_ratio) * decay
+
+    return f
+
+
+class SFTModule(pl.LightningModule):
+    """Supervised fine-tuning on the supervised (completion) tokens of chat examples.
+
+    Args:
+        model: the ``model`` config section (``name_or_path``, ``dtype``, ``revision``, ...).
+        peft: the ``peft`` section (``method: none|lora``, ``r``, ``alpha``, ``dropout``, ``quantize``, ...).
+        optim: ``lr``, ``weight_decay``, ``betas``, ``eps``, ``schedule``, ``warmup_steps``, ``min_lr_ratio``.
+        val_names: names of the validation dataloaders, in order (``val/<name>/ce`` ...).
+        dtype: overrides ``model.dtype`` (``train()`` forces float32 on CPU).
+    """
+
+    def __init__(self, model: Mapping[str, Any], peft: Optional[Mapping[str, Any]] = None,
+                 optim: Optional[Mapping[str, Any]] = None, *, seed: int = 42, val_names: Sequence[str] = ("heldout",),
+                 dtype: Optional[str] = None, gradient_checkpointing: bool = False,
+                 attn_implementation: str = "sdpa", log_every_n_steps: int = 1, validate_at_start: bool = False):
+        super().__init__()
+        self.save_hyperparameters()
+        self.optim_cfg = dict(optim or {})
+        self.lm = SelectiveLM(build_model(model, peft, dtype=dtype, gradient_checkpointing=gradient_checkpointing,
+                                          attn_implementation=attn_implementation))
+        self.val_names = list(val_names)
+        self.train_sums = TokenSums(self._train_keys())
+        self.val_sums = {name: TokenSums(STAT_KEYS) for name in self.val_names}
+        self._fsdp_applied = False
+        self._last_log: Optional[tuple[float, int]] = None
+        # Set by ifdistill.train.run.train(); read by the checkpoint-eval callback.
+        self.run_dir: Optional[str] = None
+        self.config_hash: str = ""
+        self.run_id: Optional[str] = None
+        self.base_model_path: Optional[str] = None
+
+    # -- structure --------------------------------------------------------------------------------
+    @property
+    def model(self) -> torch.nn.Module:
+        """The Hugging Face (or PEFT) model being trained, e.g. for ``save_pretrained``."""
+        return self.lm.model
+
+    def _train_keys(self) -> tuple[str, ...]:
+        return STAT_KEYS + DATA_KEYS + ("loss",)
+
+    def configure_model(self) -> None:
+        """FSDP2 (ModelParallelStrategy): shard every decoder layer, then the root :class:`SelectiveLM`."""
+        trainer = self._trainer
+        if trainer is None or self._fsdp_applied:
+            return
+        from lightning.pytorch.strategies import ModelParallelStrategy
+
+        if not isinstance(trainer.strategy, ModelParallelStrategy):
+            return
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        mesh = self.device_mesh["data_parallel"]
+        mp = MixedPrecisionPolicy()
+        if trainer.precision in ("bf16-mixed", "bf16-true"):
+            mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        for layer in decoder_layers(self.model):
+            fully_shard(layer, mesh=mesh, mp_policy=mp)
+        fully_shard(self.lm, mesh=mesh, mp_policy=mp)
+        self._fsdp_applied = True
+
+    # -- distributed helpers ----------------------------------------------------------------------
+    def _sum_over_ranks(self, t: torch.Tensor) -> torch.Tensor:
+        trainer = self._trainer
+        if trainer is None or trainer.world_size <= 1:
+            return t
+        return trainer.strategy.reduce(t, reduce_op="sum")
+
+    def _backward_scale(self) -> float:
+        """Undo the strategy's gradient averaging and the accumulation divisions (module docstring)."""
+        trainer = self._trainer
+        if trainer is None:
+            return 1.0
+        accumulate = trainer.accumulate_grad_batches
+        scale = float(trainer.world_size * accumulate)
+        if getattr(trainer.strategy, "handles_gradient_accumulation", False):
+            scale *= accumulate  # DeepSpeed's engine.backward divides by its accumulation steps as well
+        return scale
+
+    def _reseed(self, batch_idx: int) -> None:
+        trainer = self._trainer
+        step = trainer.global_step if trainer is not None else 0
+        accumulate = trainer.accumulate_grad_batches if trainer is not None else 1
+        rank = trainer.global_rank if trainer is not None else 0
+        torch.manual_seed(step_seed(int(self.hparams.seed), step, batch_idx % accumulate, rank))
+
+    # -- forward ----------------------------------------------------------------------------------
+    def student_logits(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(N, V)`` logits at the positions that predict supervised tokens, and the ``(N,)`` targets."""
+        labels = batch["labels"]
+        rows, cols = supervised_positions(labels)
+        logits = self.lm(batch["input_ids"], rows, cols, attention_mask=batch.get("attention_mask"),
+                         position_ids=batch.get("position_ids"))
+        return logits, labels[rows, cols + 1]
+
+    def objective(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Sum (not mean) of the per-token loss of one micro-batch, and the sums to log."""
+        logits, targets = self.student_logits(batch)
+        loss_sum = cross_entropy(logits, targets, reduction="sum")
+        return loss_sum, token_stats(logits, targets)
+
+    # -- training ---------------------------------------------------------------------------------
+    def _step_tokens(self, batch: Mapping[str, torch.Tensor], local_count: torch.Tensor) -> torch.Tensor:
+        """Supervised tokens in the whole optimizer step, all ranks (falls back to this micro-batch x accumulate)."""
+        local = batch.get("step_tokens")
+        if local is None:
+            accumulate = self._trainer.accumulate_grad_batches if self._trainer is not None else 1
+            local = local_count * accumulate
+        local = torch.as_tensor(local, dtype=torch.float64, device=local_count.device).reshape(())
+        return self._sum_over_ranks(local.clone())
+
+    def training_step(self, batch: Mapping[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        self._reseed(batch_idx)
+        loss_sum, stats = self.objective(batch)
+        total = self._step_tokens(batch, stats["count"])
+        self.train_sums.add(stats)
+        self.train_sums.add({"loss": loss_sum.detach()})
+        self.train_sums.add(self._data_sums(batch))
+        return loss_sum * (self._backward_scale() / total.clamp(min=1).to(loss_sum.dtype))
+
+    def _data_sums(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        labels = batch["labels"]
+        out = {"input_tokens": (batch["attention_mask"].sum() if "attention_mask" in batch
+                                else torch.tensor(float(labels.numel())))}
+        if "is_replay" in batch and "num_supervised" in batch:
+            rep = batch["is_replay"].bool()
+            out.update(examples=torch.tensor(float(rep.numel())), replay_examples=rep.sum(),
+                       replay_tokens=batch["num_supervised"][rep].sum())
+        else:
+            out.update(examples=torch.tensor(float(labels.shape[0])), replay_examples=torch.tensor(0.0),
+                       replay_tokens=torch.tensor(0.0))
+        return out
+
+    def on_train_start(self) -> None:
+        if self.hparams.validate_at_start and self.trainer.global_step == 0 and self.val_names:
+            self._validate_now()
+        self.lm.train()  # from_pretrained models start in eval mode (dropout off)
+        self._last_log = (time.perf_counter(), self.trainer.global_step)
+
+    @torch.no_grad()
+    def _validate_now(self) -> None:
+        """Held-out metrics of the initial model, logged at step 0 (Lightning validates only after steps)."""
+        dm = self.trainer.datamodule
+        loaders = dm.val_dataloader() if dm is not None else []
+        was = self.lm.training
+        self.lm.train(False)
+        for idx, loader in enumerate(loaders):
+            for batch in loader:
+                batch = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+                self.validation_step(batch, 0, idx)
+        self.lm.train(was)
+        values: dict[str, float] = {}
+        for name in self.val_names:
+            sums = self.val_sums[name].reduce(self._sum_over_ranks, device=self.device)
+            values.update({f"val/{name}/{k}": v for k, v in token_metrics(sums).items()})
+        if self.trainer.is_global_zero:
+            for logger in self.loggers:
+                logger.log_metrics(values, step=0)
+        self.initial_val_metrics = values
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        trainer = self.trainer
+        if (batch_idx + 1) % trainer.accumulate_grad_batches:
+            return  # mid accumulation window: the optimizer has not stepped
+        step = trainer.global_step
+        every = max(1, int(self.hparams.log_every_n_steps))
+        if step % every and step != trainer.max_steps:
+            return
+        sums = self.train_sums.reduce(self._sum_over_ranks, device=self.device)
+        self.log_dict(self.train_metrics(sums), on_step=True, on_epoch=False, sync_dist=False)
+
+    def train_metrics(self, sums: Mapping[str, float]) -> dict[str, float]:
+        out = {f"train/{k}": v for k, v in token_metrics(sums).items()}
+        out["train/loss"] = ratio(sums, "loss", "count")
+        out["data/replay_share_examples"] = ratio(sums, "replay_examples", "examples")
+        out["data/replay_share_tokens"] = ratio(sums, "replay_tokens", "count")
+        out["train/lr"] = self.trainer.optimizers[0].param_groups[0]["lr"] if self.trainer.optimizers else float("nan")
+        now, step = time.perf_counter(), self.trainer.global_step
+        if self._last_log is not None and step > self._last_log[1]:
+            out["perf/tokens_per_s"] = sums["input_tokens"] / max(now - self._last_log[0], 1e-9)
+            out["perf/step_time_s"] = (now - self._last_log[0]) / (step - self._last_log[1])
+        self._last_log = (now, step)
+        return out
+
+    # -- validation -------------------------------------------------------------------------------
+    def validation_step(self, batch: Mapping[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
+        logits, targets = self.student_logits(batch)
+        self.val_sums[self.val_names[dataloader_idx]].add(token_stats(logits, targets))
+
+    def on_validation_epoch_end(self) -> None:
+        for name in self.val_names:
+            sums = self.val_sums[name].reduce(self._sum_over_ranks, device=self.device)
+            values = {f"val/{name}/{k}": v for k, v in token_metrics(sums).items()}
+            self.log_dict(values, on_step=False, on_epoch=True, sync_dist=False)
+
+    # -- optimisation -----------------------------------------------------------------------------
+    def configure_optimizers(self):
+        o = self.optim_cfg
+        params = [p for p in self.lm.parameters() if p.requires_grad]
+        if not params:
+            raise RuntimeError("no trainable parameters (peft froze everything?)")
+        kwargs = dict(lr=float(o.get("lr", 2e-4)), betas=tuple(o.get("betas", (0.9, 0.999))),
+                      eps=float(o.get("eps", 1e-8)), weight_decay=float(o.get("weight_decay", 0.0)))
+        name = o.get("name", "adamw")
+        if name == "deepspeed_cpu_adam":
+            from deepspeed.ops.adam import DeepSpeedCPUAdam
+
+            optimizer = DeepSpeedCPUAdam(params, adamw_mode=True, **kwargs)
+        elif name == "adamw":
+            optimizer = torch.optim.AdamW(params, foreach=o.get("foreach"), **kwargs)
+        elif name == "sgd":  # plain SGD: updates proportional to gradients, used by exact-equality tests
+            optimizer = torch.optim.SGD(params, lr=kwargs["lr"], weight_decay=kwargs["weight_decay"])
+        else:
+            raise ValueError(f"optim.name must be adamw, sgd or deepspeed_cpu_adam, got {name!r}")
+        max_steps = self.trainer.max_steps if self._trainer is not None else -1
+        fn = lr_lambda(o.get("schedule", "constant"), int(o.get("warmup_steps", 0)), max(max_steps, 1),
+                       float(o.get("min_lr_ratio", 0.0)))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, fn)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
