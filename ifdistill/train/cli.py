@@ -1,0 +1,38 @@
+"""``ifdistill-train``: the Hydra entry point. All logic is in :func:`ifdistill.train.run.train`.
+
+Examples::
+
+    ifdistill-train experiment=demo
+    ifdistill-train model=qwen3_1.7b method=distill trainer=deepspeed_stage_2 trainer.devices=2
+    ifdistill-train experiment=demo trainer=ddp trainer.devices=2     # 2 CPU processes (gloo)
+
+Re-running the same command after a crash resumes the run from its newest complete checkpoint (the
+run directory is named by the config hash, see :mod:`ifdistill.train.rundir`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig
+
+import ifdistill.conf
+
+CONFIG_DIR = str(Path(ifdistill.conf.__file__).resolve().parent)
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
+def main(cfg: DictConfig) -> None:
+    from ifdistill.train.run import train
+
+    result = train(cfg)
+    from lightning.fabric.utilities.rank_zero import _get_rank
+
+    if int(_get_rank() or 0) == 0:
+        print(json.dumps({k: v for k, v in result.items() if k != "metrics"}, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""``train(cfg)``: compose the data, module, callbacks, loggers and trainer from the config, then fit.
+
+Kept apart from ``@hydra.main`` (``ifdistill/train/cli.py``) so that tests and scripts call it with a
+composed config. Order matters:
+
+1. validate the plain-data sections, so a typo fails before any model is loaded;
+2. derive the run directory from the config hash and look for a checkpoint to resume from
+   (``run.resume``: ``auto`` resumes when one exists, ``never`` refuses an existing run, ``required``
+   fails without one) -- re-running a crashed command therefore continues it;
+3. build the datamodule, the module (``method`` group, ``_target_`` = the module class), callbacks
+   (checkpointing + the ``callbacks`` group), loggers (``logger`` group) and the ``Trainer``
+   (``trainer`` group, with the strategy it names);
+4. ``trainer.fit(..., ckpt_path=<checkpoint>)``.
+
+Translations made here, so the configs can stay declarative: ``trainer.precision: auto`` becomes
+``bf16-mixed`` on GPUs and ``32-true`` on CPU (where the model is also loaded in float32);
+``run.eval_every_n_steps`` becomes Lightning's ``val_check_interval`` in micro-batches; the distributed
+sampler is always off (ifdistill's sampler shards, see :mod:`ifdistill.train.datamodule`).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from ifdistill.config import validate
+from ifdistill.models import resolve_model_path
+from ifdistill.train import schemas  # noqa: F401  (registers the schemas validate() checks)
+from ifdistill.train.rundir import RunDir, config_hash, run_id
+
+log = logging.getLogger(__name__)
+
+
+def _container(node: Any) -> Any:
+    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+
+
+def _global_rank() -> int:
+    from lightning.fabric.utilities.rank_zero import _get_rank
+
+    return int(_get_rank() or 0)
+
+
+def _on_gpu(trainer_cfg: DictConfig) -> bool:
+    import torch
+
+    accel = str(trainer_cfg.get("accelerator", "auto"))
+    return accel in ("gpu", "cuda") or (accel == "auto" and torch.cuda.is_available())
+
+
+def resolve_run_dir(cfg: DictConfig) -> tuple[RunDir, str, str]:
+    """``(run dir, run id, config hash)`` for a composed config."""
+    ignore = list(cfg.run.hash_ignore)
+    digest = config_hash(cfg, ignore)
+    rid = run_id(str(cfg.run.name), digest)
+    root = cfg.run.dir or Path(cfg.paths.output_root) / str(cfg.task_name) / "runs" / rid
+    return RunDir(Path(root).absolute()), rid, digest
+
+
+def _loggers(cfg: DictConfig, rd: RunDir, rid: str) -> list:
+    from hydra.utils import instantiate
+
+    node = cfg.get("logger")
+    if not node or not node.get("_target_"):
+        return []
+    kwargs: dict[str, Any] = {"save_dir": str(rd.logs)}
+    if str(node["_target_"]).endswith("WandbLogger"):
+        kwargs.update(id=rid, name=rid, resume="allow")
+    return [instantiate(node, **kwargs)]
+
+
+def _callbacks(cfg: DictConfig, rd: RunDir) -> list:
+    from hydra.utils import instantiate
+
+    from ifdistill.train.checkpointing import StepCheckpoint
+
+    callbacks = [StepCheckpoint(rd.checkpoints, every_n_steps=cfg.run.checkpoint_every_n_steps,
+                                keep_last=cfg.run.keep_last_checkpoints)]
+    for name, node in (cfg.get("callbacks") or {}).items():
+        if OmegaConf.is_dict(node) and node.get("_target_"):
+            log.info("callback %s: %s", name, node._target_)
+            callbacks.append(instantiate(node))
+    return callbacks
+
+
+def build_module(cfg: DictConfig, *, val_names: list[str], on_gpu: bool):
+    """The LightningModule named by ``cfg.method`` (``_target_``) with the model/peft/optim sections."""
+    from hydra.utils import instantiate
+
+    dtype = None if on_gpu else "float32"
+    return instantiate(cfg.method, _convert_="all", model=_container(cfg.model), peft=_container(cfg.peft),
+                       optim=_container(cfg.optim), seed=int(cfg.seed), val_names=val_names, dtype=dtype,
+                       gradient_checkpointing=bool(cfg.get("gradient_checkpointing", False)),
+                       log_every_n_steps=int(cfg.trainer.get("log_every_n_steps", 1)),
+                       validate_at_start=bool(cfg.run.validate_at_start))
+
+
+def build_datamodule(cfg: DictConfig, rd: Optional[RunDir] = None):
+    from ifdistill.train.datamodule import TrainDataModule, manifest_file
+
+    icl_k = int(cfg.method.k) if "k" in cfg.method else None  # distillation methods name their demo count
+    return TrainDataModule(_container(cfg.data), _container(cfg.model), icl_k=icl_k,
+                           manifest_path=manifest_file(rd.data) if rd is not None else None,
+                           **_container(cfg.datamodule))
+
+
+def train(cfg: DictConfig) -> dict[str, Any]:
+    """Train as configured; returns run id, hash, run dir, final step and the last logged metrics."""
+    import lightning.pytorch as pl
+    from hydra.utils import instantiate
+
+    from ifdistill.train.checkpointing import find_resume_checkpoint
+
+    validate(cfg)
+    rd, rid, digest = resolve_run_dir(cfg)
+    resume = str(cfg.run.resume)
+    if resume not in ("auto", "never", "required"):
+        raise ValueError(f"run.resume must be auto, never or required, got {resume!r}")
+    ckpt = find_resume_checkpoint(rd.checkpoints)
+    if resume == "never" and (ckpt is not None or rd.run_json.exists()):
+        raise FileExistsError(f"run {rid} already exists at {rd.root} and run.resume=never")
+    if resume == "required" and ckpt is None:
+        raise FileNotFoundError(f"run.resume=required but {rd.checkpoints} holds no complete checkpoint")
+    if _global_rank() == 0:
+        rd.write_launch(cfg, run_id=rid, digest=digest, ignore=cfg.run.hash_ignore,
+                        resumed_from=str(ckpt) if ckpt else None)
+        log.info("run %s in %s%s", rid, rd.root, f", resuming from {ckpt.name}" if ckpt else "")
+    pl.seed_everything(int(cfg.seed), workers=True, verbose=False)
+
+    gpu = _on_gpu(cfg.trainer)
+    dm = build_datamodule(cfg, rd)
+    module = build_module(cfg, val_names=dm.val_names, on_gpu=gpu)
+    module.run_dir, module.config_hash, module.run_id = str(rd.root), digest, rid
+    module.base_model_path = resolve_model_path(str(cfg.model.name_or_path))
+
+    accumulate = int(cfg.trainer.get("accumulate_grad_batches", 1))
+    overrides: dict[str, Any] = dict(callbacks=_callbacks(cfg, rd), logger=_loggers(cfg, rd, rid) or False,
+                                     default_root_dir=str(rd.root), use_distributed_sampler=False)
+    if str(cfg.trainer.get("precision", "auto")) == "auto":
+        overrides["precision"] = "bf16-mixed" if gpu else "32-true"
+    if dm.val_names:
+        overrides.update(val_check_interval=int(cfg.run.eval_every_n_steps) * accumulate,
+                         check_val_every_n_epoch=None)
+    else:
+        overrides["limit_val_batches"] = 0
+    trainer = instantiate(cfg.trainer, **overrides)
+    trainer.ifdistill_run_dir = str(rd.root)
+    trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt) if ckpt else None)
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    return {"run_id": rid, "config_hash": digest, "run_dir": str(rd.root), "global_step": trainer.global_step,
+            "resumed_from": str(ckpt) if ckpt else None, "metrics": metrics}

@@ -1,0 +1,74 @@
+"""Strategy factories named by ``conf/trainer/*.yaml`` (``strategy._target_``).
+
+Each returns Lightning's own strategy on GPUs. On CPU they pick what works there (verified on Lightning
+2.6.6, see ``../shared/notes/cpu-training-and-vllm.md``): gloo for DDP; the small
+:class:`~ifdistill.train.deepspeed_cpu.CPUDeepSpeedStrategy` for ZeRO-2/3; FSDP2 through
+``ModelParallelStrategy`` (FSDP1 cannot run on CPU at all). The LightningModule shards itself for FSDP2
+in ``configure_model`` (:meth:`ifdistill.train.sft_module.SFTModule.configure_model`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Optional
+
+import torch
+
+
+def on_cpu(accelerator: str = "auto") -> bool:
+    """Whether this process will train on CPU (``auto`` = no CUDA device visible)."""
+    return accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())
+
+
+def ddp(accelerator: str = "auto", find_unused_parameters: bool = False, **kwargs: Any):
+    from lightning.pytorch.strategies import DDPStrategy
+
+    if on_cpu(accelerator):
+        kwargs.setdefault("process_group_backend", "gloo")
+    return DDPStrategy(find_unused_parameters=find_unused_parameters, **kwargs)
+
+
+def deepspeed_strategy(stage: int = 2, accelerator: str = "auto", *, offload_optimizer: Optional[str] = None,
+                       offload_parameters: Optional[str] = None, zero: Optional[Mapping[str, Any]] = None,
+                       exclude_frozen_parameters: bool = False, **kwargs: Any):
+    """ZeRO stage 2 or 3. ``offload_optimizer`` / ``offload_parameters``: ``null``, ``cpu`` or ``nvme``.
+
+    ``zero`` entries are merged into the ``zero_optimization`` section last (e.g.
+    ``stage3_param_persistence_threshold: 0`` to really shard tiny tensors in tests). With the optimizer
+    offloaded, a torch optimizer is allowed (``zero_force_ds_cpu_optimizer: false``) unless
+    ``optim.name=deepspeed_cpu_adam`` selects DeepSpeed's faster one.
+    """
+    if stage not in (1, 2, 3):
+        raise ValueError(f"DeepSpeed ZeRO stage must be 1, 2 or 3, got {stage}")
+    if stage < 3 and offload_parameters:
+        raise ValueError("offload_parameters needs ZeRO stage 3")
+    for name, where in (("offload_optimizer", offload_optimizer), ("offload_parameters", offload_parameters)):
+        if where not in (None, "cpu", "nvme"):
+            raise ValueError(f"{name} must be null, 'cpu' or 'nvme', got {where!r}")
+    kwargs.setdefault("logging_batch_size_per_gpu", 1)  # only DeepSpeed's throughput log reads it
+    args = dict(stage=stage, offload_optimizer=bool(offload_optimizer), offload_parameters=bool(offload_parameters),
+                offload_optimizer_device=offload_optimizer or "cpu", offload_params_device=offload_parameters or "cpu",
+                exclude_frozen_parameters=exclude_frozen_parameters, **kwargs)
+    if on_cpu(accelerator):
+        from ifdistill.train.deepspeed_cpu import CPUDeepSpeedStrategy
+
+        strategy = CPUDeepSpeedStrategy(**args)
+    else:
+        from lightning.pytorch.strategies import DeepSpeedStrategy
+
+        strategy = DeepSpeedStrategy(**args)
+    strategy.config["zero_optimization"].update(dict(zero or {}))
+    if offload_optimizer:
+        strategy.config["zero_force_ds_cpu_optimizer"] = False
+    return strategy
+
+
+def fsdp2(devices: int = 1, num_nodes: int = 1, accelerator: str = "auto", save_distributed_checkpoint: bool = True,
+          **kwargs: Any):
+    """FSDP2 (``fully_shard``) over all ranks: data-parallel size = devices x nodes, no tensor parallelism."""
+    from lightning.pytorch.strategies import ModelParallelStrategy
+
+    if on_cpu(accelerator):
+        kwargs.setdefault("process_group_backend", "gloo")
+    return ModelParallelStrategy(data_parallel_size=int(devices) * int(num_nodes), tensor_parallel_size=1,
+                                 save_distributed_checkpoint=save_distributed_checkpoint, **kwargs)
