@@ -96,6 +96,18 @@ def _resolved(node: Any) -> Any:
     return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
 
 
+def _check_instructions(data: LoadedRows) -> None:
+    """Build every row's IFEval checkers now: an unknown instruction id or bad kwargs is an input
+    error, and must not surface only after generation."""
+    from ifdistill.ifeval.scoring import build_instructions
+
+    for ex in data.examples:
+        try:
+            build_instructions(list(ex.instruction_id_list), [dict(k) for k in ex.kwargs])
+        except ValueError as err:
+            raise EvaluatorError(f"evaluation row {ex.key or ex.uid}: {err}") from None
+
+
 def prepare(cfg: DictConfig) -> EvalPlan:
     """Phase 1 (see the module docstring): all checks, rendering and the config hash."""
     t0 = time.perf_counter()
@@ -111,6 +123,7 @@ def prepare(cfg: DictConfig) -> EvalPlan:
     source = resolve_model_source(model_cfg, adapter_dir=run.adapter_dir, export_dir=run.export_dir,
                                   export_kind=run.export_kind)
     data = load_eval_rows(settings.data)
+    _check_instructions(data)
     pool = load_rows(settings.fewshot.pool, need_completion=True) if settings.fewshot.k > 0 else None
     tokenizer, template = load_tokenizer(source.tokenizer_dir, settings.generation.chat_template)
     prompts = build_prompts(tokenizer, data.examples, generation=settings.generation, fewshot=settings.fewshot,

@@ -68,7 +68,7 @@ def _margin(model_dir, adapter, prompt_ids, prefix_ids, a, b) -> float:
     return abs(float(logits[a] - logits[b]))
 
 
-def _compare(tokenizer, a_samples, b_samples):
+def _compare(a_samples, b_samples):
     same = [x["response"] == y["response"] for x, y in zip(a_samples, b_samples, strict=True)]
     return sum(same), len(same), [i for i, s in enumerate(same) if not s]
 
@@ -87,7 +87,7 @@ def test_vllm_and_hf_agree_on_greedy_responses(tuned, vllm_ft, tmp_path):
         # single repeated token of the random-init model).
         distinct = len({s["response"] for s in sh}) / len(sh)
         assert distinct > (0.9 if data == "words" else 0.25), f"degenerate output proves nothing ({distinct:.2f})"
-        agree, n, bad = _compare(tok, sv, sh)
+        agree, n, bad = _compare(sv, sh)
         explained = []
         for i in bad:
             ids_v = tok(sv[i]["response"], add_special_tokens=False)["input_ids"]
@@ -112,7 +112,7 @@ def test_vllm_and_hf_agree_on_greedy_responses(tuned, vllm_ft, tmp_path):
 
 def test_lora_in_vllm_equals_merged_in_vllm_equals_hf_peft(tuned, vllm_ft, tmp_path):
     res_lora, lora = _run(tuned, tmp_path / "vllm-lora", vllm_ft, backend="vllm", adapter=True)
-    res_peft, peft = _run(tuned, tmp_path / "hf-peft", backend="hf", adapter=True)
+    _, peft = _run(tuned, tmp_path / "hf-peft", backend="hf", adapter=True)
     res_merged, merged = _run(tuned, tmp_path / "vllm-merged", backend="vllm", model="merged")  # its own engine
     assert res_lora["model"]["kind"] == "adapter" and res_merged["model"]["kind"] == "model"
     pairs = {"vllm_lora=vllm_merged": (lora, merged), "vllm_lora=hf_peft": (lora, peft),

@@ -13,8 +13,8 @@ import pytest
 
 from ifdistill.evaluator import run as run_module
 from ifdistill.evaluator.cli import compose_config
-from ifdistill.evaluator.errors import (ChatTemplateError, EmptyDatasetError, ModelNotFoundError, OutputExistsError,
-                                        PromptTooLongError)
+from ifdistill.evaluator.errors import (ChatTemplateError, EmptyDatasetError, EvaluatorError, ModelNotFoundError,
+                                        OutputExistsError, PromptTooLongError)
 from ifdistill.evaluator.results import read_results
 from ifdistill.evaluator.run import evaluate
 from ifdistill.evaluator.schema import SAMPLE_SCHEMA, validate
@@ -65,10 +65,14 @@ def test_input_errors_are_clear_and_early(no_backend, model_without_template, tm
     out = str(tmp_path / "out")
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n")
+    unknown = tmp_path / "unknown.jsonl"
+    unknown.write_text(json.dumps({"key": 1, "prompt": "Hi.", "instruction_id_list": ["format:haiku"],
+                                   "kwargs": [{}]}) + "\n")
     cases = [
         (ModelNotFoundError, "does not exist", [f"model.name_or_path={tmp_path / 'missing_model'}"]),
         (ChatTemplateError, "no chat template", [f"model.name_or_path={model_without_template}"]),
         (EmptyDatasetError, "holds no prompt", [f"eval.data.path={empty}"]),
+        (EvaluatorError, "evaluation row 1: .*format:haiku", [f"eval.data.path={unknown}"]),
         (PromptTooLongError, "context of 32 tokens", ["eval.max_model_len=32"]),
     ]
     for error, message, overrides in cases:
