@@ -87,17 +87,24 @@ class LocalRunner:
 
 
 def kill_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
-    """SIGTERM the job's process group, then SIGKILL after ``grace_s``."""
-    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    """SIGTERM the job's process group, SIGKILL what is left after ``grace_s`` — orphaned children too
+    (a killed evaluator can leave vLLM's engine and worker processes behind)."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(10.0)
+    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable
+        pass
 
 
 class EvalQueue:
@@ -187,6 +194,7 @@ class EvalQueue:
             elif code == 0 and self.is_complete(job.out_dir):
                 self._events.append(EvalEvent("ok", job, exit_code=0))
             else:
+                self.runner.kill(job)  # leftovers of a crashed job (e.g. vLLM workers) must not linger
                 reason = f"exit code {code}" if code != 0 else "exit 0 without results"
                 if code is not None and code < 0:
                     reason = f"killed by signal {-code}"

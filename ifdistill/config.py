@@ -58,3 +58,21 @@ def validate(cfg: DictConfig, sections: Optional[list[str]] = None) -> DictConfi
         except Exception as err:  # omegaconf raises several types; the message names the key
             raise ConfigError(f"config section '{name}': {err}".strip()) from None
     return cfg
+
+
+def _shared_data_resolver() -> str:
+    from ifdistill.paths import REPO_ROOT, shared_data_dir
+
+    found = shared_data_dir(required=False)
+    return str(found if found is not None else REPO_ROOT.parent / "shared" / "data")
+
+
+def register_resolvers() -> None:
+    """OmegaConf resolvers the YAML under conf/ uses (idempotent)."""
+    if not OmegaConf.has_resolver("ifdistill.shared_data"):
+        # The shared data folder as ifdistill.paths finds it ($IFDISTILL_SHARED_DATA, then beside the
+        # checkout), so configs work from any working directory.
+        OmegaConf.register_new_resolver("ifdistill.shared_data", _shared_data_resolver)
+
+
+register_resolvers()

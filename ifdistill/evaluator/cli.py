@@ -76,7 +76,7 @@ def _backfill() -> None:
     except ImportError as err:
         sys.exit(f"ifdistill-eval backfill: not available in this installation ({err})")
     del sys.argv[1]
-    backfill_main()
+    sys.exit(backfill_main())
 
 
 def main() -> None:

