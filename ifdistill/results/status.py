@@ -1,0 +1,140 @@
+"""``ifdistill-status <sweep or run dir>...``: a sweep's runs with state, last step and latest evaluation.
+
+A run directory is recognised by its ``run.json`` (written by ``train()`` at every launch). A Hydra job
+directory (a sweep's ``<n>_<overrides>/``) holds ``run_dir.txt`` pointing at the run it trained, since run
+directories are named by config hash, not by Hydra. State:
+
+- ``finished``  the last launch recorded its end (``finished`` in ``run.json``);
+- ``running``   the last launch's process is alive on this host;
+- ``stopped``   neither: crashed, killed, preempted or on another node (re-run the same command, or let
+  SLURM requeue it, to resume from the newest checkpoint).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ifdistill.results import run_metrics
+
+MAX_DEPTH = 5
+
+
+def _walk(root: Path, depth: int = 0) -> Iterable[Path]:
+    if (root / "run.json").is_file():
+        yield root
+        return
+    link = root / "run_dir.txt"
+    if link.is_file():
+        target = Path(link.read_text().strip())
+        if (target / "run.json").is_file():
+            yield target
+    if depth >= MAX_DEPTH:
+        return
+    for child in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if child.name in ("checkpoints", "exports", "evals", "logs", "data"):
+            continue
+        yield from _walk(child, depth + 1)
+
+
+def find_runs(paths: Sequence[str | os.PathLike]) -> list[Path]:
+    seen, out = set(), []
+    for p in paths:
+        root = Path(p)
+        if not root.is_dir():
+            raise FileNotFoundError(f"{root}: no such directory")
+        for run in _walk(root):
+            key = run.resolve()
+            if key not in seen:
+                seen.add(key)
+                out.append(run)
+    return out
+
+
+def _alive(pid: int | None, host: str | None) -> bool:
+    if not pid or (host and host != socket.gethostname()):
+        return False
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def last_checkpoint_step(run: Path) -> int | None:
+    from ifdistill.train.checkpointing import checkpoint_step
+
+    steps = [checkpoint_step(p) for p in (run / "checkpoints").glob("*")] if (run / "checkpoints").is_dir() else []
+    steps = [s for s in steps if s is not None]
+    return max(steps) if steps else None
+
+
+def run_status(run: Path) -> dict[str, Any]:
+    meta = json.loads((run / "run.json").read_text())
+    launch = (meta.get("launches") or [{}])[-1]
+    if launch.get("finished"):
+        state = "finished"
+    elif _alive(launch.get("pid"), launch.get("host")):
+        state = "running"
+    else:
+        state = "stopped"
+    metrics = run_metrics.read(run)
+    evals = sorted(((int(s), c) for s, c in metrics.get("checkpoints", {}).items()), key=lambda t: t[0])
+    latest = evals[-1] if evals else (None, {})
+    step = launch.get("final_step") if state == "finished" else None
+    return {
+        "run_id": meta.get("run_id"), "dir": str(run), "state": state, "launches": len(meta.get("launches", [])),
+        "last_step": step if step is not None else last_checkpoint_step(run),
+        "eval_step": latest[0], "eval": latest[1].get("metrics", {}),
+        "evaluated": len(evals), "failures": len(metrics.get("failures", [])),
+    }
+
+
+def _pct(metrics: dict, key: str) -> str:
+    v = metrics.get(key)
+    return f"{100 * v:.1f}" if isinstance(v, (int, float)) else "-"
+
+
+def format_table(rows: list[dict]) -> str:
+    head = "| run | state | launches | last step | evals | failures | eval step | prompt strict | inst strict | prompt loose | inst loose |"
+    lines = [head, "|---" * (head.count("|") - 1) + "|"]
+    for r in rows:
+        e = r["eval"]
+        lines.append(f"| {r['run_id']} | {r['state']} | {r['launches']} | {r['last_step'] if r['last_step'] is not None else '-'} "
+                     f"| {r['evaluated']} | {r['failures']} | {r['eval_step'] if r['eval_step'] is not None else '-'} | "
+                     + " | ".join(_pct(e, k) for k in ("prompt_level_strict_acc", "inst_level_strict_acc",
+                                                       "prompt_level_loose_acc", "inst_level_loose_acc")) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="ifdistill-status", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("paths", nargs="+", help="run directories, sweep directories or output roots")
+    ap.add_argument("--json", action="store_true", help="one JSON object per run instead of a table")
+    args = ap.parse_args(argv)
+    try:
+        runs = find_runs(args.paths)
+    except FileNotFoundError as err:
+        print(f"ifdistill-status: {err}", file=sys.stderr)
+        return 2
+    rows = [run_status(r) for r in runs]
+    if args.json:
+        for r in rows:
+            print(json.dumps(r, sort_keys=True))
+    elif rows:
+        print(format_table(rows))
+    else:
+        print(f"no runs (run.json) under {', '.join(args.paths)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
