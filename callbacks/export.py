@@ -20,7 +20,6 @@ reloads, and training weights are never merged and unmerged in place (that would
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -31,7 +30,8 @@ from typing import Any
 
 import torch
 
-WEIGHT_SUFFIXES = (".safetensors", ".bin")
+from ifdistill.hashing import WEIGHT_SUFFIXES, sha256_file
+
 
 
 def step_dir_name(step: int) -> str:
@@ -63,14 +63,6 @@ def full_state_dict(trainer: Any, model: torch.nn.Module) -> dict[str, torch.Ten
         sd = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
         return {k: v.detach().cpu().clone() for k, v in sd.items()} if rank0 else None
     return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()} if rank0 else None
-
-
-def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def weight_hashes(folder: Path) -> dict[str, str]:

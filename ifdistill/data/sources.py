@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ifdistill.hashing import sha256_file
 from ifdistill.data.records import DataError, Example, normalise_row
 
 MAX_LOCATIONS = 5  # error locations kept per kind in the stats
@@ -91,14 +91,6 @@ class LoadedSource:
     spec: SourceSpec
     examples: list[Example]
     stats: SourceStats
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[str, str, Any]]:

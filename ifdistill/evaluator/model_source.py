@@ -27,9 +27,9 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
+from ifdistill.hashing import WEIGHT_SUFFIXES, sha256_file
 from ifdistill.evaluator.errors import AdapterMismatchError, ModelNotFoundError
 
-WEIGHT_SUFFIXES = (".safetensors", ".bin")
 # What a snapshot needs for loading and identity (not ONNX / GGUF / original checkpoints).
 HUB_PATTERNS = ["*.json", "*.safetensors", "*.jinja", "*.model", "*.txt", "*.tiktoken"]
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
@@ -211,14 +211,6 @@ def check_adapter_matches_base(adapter_dir: str, model_dir: str) -> None:
 
 
 # -- identity ---------------------------------------------------------------------------------------
-
-def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
 
 def weight_hashes(folder: str) -> dict[str, str]:
     """sha256 of every weight file directly in ``folder`` (sharded checkpoints included)."""
