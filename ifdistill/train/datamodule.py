@@ -155,15 +155,23 @@ class TrainDataModule(pl.LightningDataModule):
         icl_k: ``None`` for SFT batches; ``k >= 0`` for ICL distillation pairs whose teacher view holds
             ``k`` demonstrations (``k = 0``: the teacher view *is* the student view, built here because
             the data layer attaches teacher views only for ``k > 0``).
+        demos: ``per_example`` (the data layer's k demonstrations per example) or ``shared`` (one set
+            per micro-batch, run once by the teacher: :mod:`ifdistill.train.shared_demos`).
         manifest_path: where rank 0 writes the data manifest.
     """
 
     def __init__(self, data: Mapping[str, Any], model: Mapping[str, Any], *, micro_batch_size: int = 4,
                  val_batch_size: int = 8, packing: bool = False, max_row_tokens: Optional[int] = None,
-                 num_workers: int = 0, icl_k: Optional[int] = None, manifest_path: Optional[str] = None):
+                 num_workers: int = 0, icl_k: Optional[int] = None, demos: str = "per_example",
+                 manifest_path: Optional[str] = None):
         super().__init__()
+        if demos not in ("per_example", "shared"):
+            raise ValueError(f"demos must be per_example or shared, got {demos!r}")
         self.icl_k = None if icl_k is None else int(icl_k)
-        self.data_cfg = {**dict(data), "icl_k": self.icl_k or 0}
+        self.shared_demos = demos == "shared" and bool(self.icl_k)
+        self.data_cfg = {**dict(data), "icl_k": 0 if self.shared_demos else (self.icl_k or 0)}
+        if self.shared_demos:  # the collator adds the demonstrations; the answer alone is supervised
+            self.data_cfg["train_on"] = "last_assistant"
         self.model_cfg = dict(model)
         self.micro_batch_size, self.val_batch_size = int(micro_batch_size), int(val_batch_size)
         self.packing, self.max_row_tokens, self.num_workers = bool(packing), max_row_tokens, int(num_workers)
@@ -204,14 +212,33 @@ class TrainDataModule(pl.LightningDataModule):
         from ifdistill.data.build import collator_for
         from ifdistill.data.collate import IclCollator
 
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         if train and self.icl_k is not None:
             if self.packing:
                 raise ValueError("datamodule.packing is not supported for distillation (teacher and student differ)")
-            pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+            if self.shared_demos:
+                return _WithStepTokens(self._shared_demo_collator(pad))
             return _WithStepTokens(IclCollator(pad))
         cfg = {**self.data_cfg, "icl_k": 0}
         return _WithStepTokens(collator_for(cfg, self.tokenizer, packing=self.packing and train,
                                             max_row_tokens=self.max_row_tokens))
+
+    def _shared_demo_collator(self, pad: int):
+        """The collator choosing one demonstration set per micro-batch from the new training data."""
+        from ifdistill.data.build import DataConfig
+        from ifdistill.data.sources import load_source
+        from ifdistill.train.shared_demos import SharedDemoCollator
+
+        cfg = DataConfig.from_mapping(self.data_cfg)
+        examples = {}
+        for spec in [*cfg.sources, *cfg.replay]:
+            for ex in load_source(spec, tolerant=cfg.tolerant).examples:
+                examples[(ex.source, ex.row_id)] = ex
+        used = {(it["source"], it["row_id"]) for it in self.built.train.items if not it["is_replay"]}
+        pool = [examples[key] for key in sorted(used)]
+        seed = cfg.icl_seed if cfg.icl_seed is not None else cfg.seed
+        return SharedDemoCollator(self.tokenizer, pool, examples, k=self.icl_k, seed=seed, pad_token_id=pad,
+                                  enable_thinking=self.model_cfg.get("enable_thinking"))
 
     def _world(self) -> tuple[int, int]:
         t = self.trainer

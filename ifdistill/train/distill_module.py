@@ -15,6 +15,10 @@ Teachers (``teacher=``):
 - ``separate``: another model (``teacher_model``: a ``model``-like section), loaded frozen.
 - ``self_stopgrad``: the current weights, under ``no_grad`` (the target moves with training).
 
+Demonstrations (``demos=``, read by the datamodule): ``per_example`` -- the data layer's k demonstrations
+chosen for each example -- or ``shared``: one set per micro-batch, which the teacher runs once and
+continues with every example (:mod:`ifdistill.train.shared_demos`; about 3x less teacher compute at k=4).
+
 The teacher always runs under ``no_grad`` and in eval mode (no dropout: the target must not be noisy),
 and only at the completion positions of the LM head. Frozen copies are kept out of the module tree
 (no checkpoint bloat, not wrapped by DDP/DeepSpeed/FSDP) and moved to the device at fit start; under
@@ -58,7 +62,7 @@ class ICLDistillModule(SFTModule):
                  optim: Optional[Mapping[str, Any]] = None, *, kd_ratio: float = 0.5, kl: str = "forward",
                  beta: float = 0.5, temperature: float = 1.0, teacher: str = "frozen_initial",
                  teacher_model: Optional[Mapping[str, Any]] = None, topk: Optional[int] = None, k: int = 4,
-                 **kwargs: Any):
+                 demos: str = "per_example", **kwargs: Any):
         if kl not in DIVERGENCES:
             raise ValueError(f"method.kl must be one of {DIVERGENCES}, got {kl!r}")
         if teacher not in TEACHERS:
@@ -95,11 +99,18 @@ class ICLDistillModule(SFTModule):
     # -- the two views ----------------------------------------------------------------------------
     @staticmethod
     def completion_index(batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``rows``, student logit columns, teacher logit columns, targets -- one entry per completion token."""
+        """``rows``, student logit columns, teacher logit columns, targets -- one entry per completion token.
+
+        With a shared demonstration prefix the teacher continues the prefix with the student's tokens
+        after the head, so its columns are the student's minus ``teacher_head_len``.
+        """
         rows, c = batch["completion_valid"].nonzero(as_tuple=True)
         s_pos = batch["student_positions"][rows, c]
-        t_pos = batch["teacher_positions"][rows, c]
-        return rows, s_pos - 1, t_pos - 1, batch["input_ids"][rows, s_pos]
+        if "teacher_prefix_ids" in batch:
+            t_cols = s_pos - 1 - batch["teacher_head_len"]
+        else:
+            t_cols = batch["teacher_positions"][rows, c] - 1
+        return rows, s_pos - 1, t_cols, batch["input_ids"][rows, s_pos]
 
     def teacher_logits(self, batch: Mapping[str, torch.Tensor], rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
         if self._frozen:
@@ -109,6 +120,10 @@ class ICLDistillModule(SFTModule):
         else:
             lm, ctx = self.lm, contextlib.nullcontext()
         with torch.no_grad(), ctx, eval_mode(lm):
+            if "teacher_prefix_ids" in batch:
+                head = int(batch["teacher_head_len"])
+                return lm(batch["input_ids"][:, head:], rows, cols, attention_mask=batch["attention_mask"][:, head:],
+                          prefix_ids=batch["teacher_prefix_ids"])
             return lm(batch["teacher_input_ids"], rows, cols, attention_mask=batch.get("teacher_attention_mask"))
 
     def objective(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

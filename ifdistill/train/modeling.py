@@ -152,21 +152,48 @@ def adapter_disabled(model: nn.Module):
 
 
 class SelectiveLM(nn.Module):
-    """Decoder over all tokens, LM head only at ``(rows, cols)``: returns ``(N, V)`` float32 logits."""
+    """Decoder over all tokens, LM head only at ``(rows, cols)``: returns ``(N, V)`` float32 logits.
+
+    ``prefix_ids`` (1-D, inference only): a prefix shared by every row -- the demonstrations of a
+    shared-demo ICL teacher. It is run once, its key/value cache is repeated over the batch, and
+    ``input_ids`` continue it (positions offset by the prefix length); ``rows``/``cols`` index the
+    continuation. Equal to running ``prefix + row`` for every row, at a fraction of the cost.
+    """
 
     def __init__(self, model: nn.Module):
         super().__init__()
         self.model = model
 
     def forward(self, input_ids: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, *,
-                attention_mask: Optional[torch.Tensor] = None,
-                position_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+                attention_mask: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
+                prefix_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
         lm = base_causal_lm(self.model)
         decoder = lm.get_decoder() if hasattr(lm, "get_decoder") else lm.model
-        # use_cache=False: a cache object would also disable transformers' packed-sequence detection.
-        hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                         use_cache=False).last_hidden_state
+        if prefix_ids is None:
+            # use_cache=False: a cache object would also disable transformers' packed-sequence detection.
+            hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                             use_cache=False).last_hidden_state
+        else:
+            hidden = self._continue_prefix(decoder, lm.config, prefix_ids, input_ids, attention_mask)
         return lm.get_output_embeddings()(hidden[rows, cols]).float()
+
+    @staticmethod
+    def _continue_prefix(decoder: nn.Module, config: Any, prefix_ids: torch.Tensor, input_ids: torch.Tensor,
+                         attention_mask: Optional[torch.Tensor]) -> torch.Tensor:
+        if torch.is_grad_enabled():
+            raise RuntimeError("a shared prefix is for the teacher (no_grad) only")
+        from transformers import DynamicCache
+
+        batch, length = input_ids.shape
+        n = prefix_ids.numel()
+        cache = DynamicCache(config=config)
+        decoder(input_ids=prefix_ids.reshape(1, n), use_cache=True, past_key_values=cache)
+        cache.batch_repeat_interleave(batch)
+        ones = torch.ones(batch, n, dtype=torch.long, device=input_ids.device)
+        mask = torch.cat([ones, attention_mask if attention_mask is not None else torch.ones_like(input_ids)], 1)
+        positions = (n + torch.arange(length, device=input_ids.device)).unsqueeze(0).expand(batch, length)
+        return decoder(input_ids=input_ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                       use_cache=True).last_hidden_state
 
 
 def trainable_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:

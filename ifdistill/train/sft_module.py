@@ -80,7 +80,7 @@ class SFTModule(pl.LightningModule):
     def __init__(self, model: Mapping[str, Any], peft: Optional[Mapping[str, Any]] = None,
                  optim: Optional[Mapping[str, Any]] = None, *, seed: int = 42, val_names: Sequence[str] = ("heldout",),
                  dtype: Optional[str] = None, gradient_checkpointing: bool = False,
-                 attn_implementation: str = "sdpa", log_every_n_steps: int = 1, validate_at_start: bool = False):
+                 attn_implementation: str = "sdpa", validate_at_start: bool = False):
         super().__init__()
         self.save_hyperparameters()
         self.optim_cfg = dict(optim or {})
@@ -187,8 +187,13 @@ class SFTModule(pl.LightningModule):
 
     def _data_sums(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         labels = batch["labels"]
-        out = {"input_tokens": (batch["attention_mask"].sum() if "attention_mask" in batch
-                                else torch.tensor(float(labels.numel())))}
+        if "attention_mask" in batch:
+            real = batch["attention_mask"].sum()
+        elif "seq_idx" in batch:  # packed rows: -1 marks the row padding
+            real = (batch["seq_idx"] >= 0).sum()
+        else:
+            real = torch.tensor(float(labels.numel()))
+        out = {"input_tokens": real}
         if "is_replay" in batch and "num_supervised" in batch:
             rep = batch["is_replay"].bool()
             out.update(examples=torch.tensor(float(rep.numel())), replay_examples=rep.sum(),
@@ -230,8 +235,9 @@ class SFTModule(pl.LightningModule):
         if (batch_idx + 1) % trainer.accumulate_grad_batches:
             return  # mid accumulation window: the optimizer has not stepped
         step = trainer.global_step
-        every = max(1, int(self.hparams.log_every_n_steps))
-        if step % every and step != trainer.max_steps:
+        # Reduce (one all-reduce) only when Lightning will hand the values to the loggers; the sums
+        # keep accumulating over the interval in between.
+        if step % max(1, int(trainer.log_every_n_steps)) and step != trainer.max_steps:
             return
         sums = self.train_sums.reduce(self._sum_over_ranks, device=self.device)
         self.log_dict(self.train_metrics(sums), on_step=True, on_epoch=False, sync_dist=False)

@@ -37,7 +37,7 @@ class Recorder(Logger):
 def fit(micro_batch_size: int, accumulate: int, optim: dict, steps: int = 2):
     dm = TrainDataModule(synthetic_data(40), TINY, micro_batch_size=micro_batch_size)
     torch.manual_seed(0)  # the LoRA A matrices are drawn at construction
-    module = SFTModule(TINY, LORA, optim, log_every_n_steps=1)
+    module = SFTModule(TINY, LORA, optim)
     perturb_lora(module)  # lora_B != 0 so that every LoRA matrix gets a gradient from step 1
     recorder = Recorder()
     trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=steps, accumulate_grad_batches=accumulate,
