@@ -1,0 +1,267 @@
+"""Training throughput: ifdistill SFT against TRL's SFTTrainer, and ICL distillation against SFT.
+
+1. SFT tokens/s, ifdistill (Lightning + SFTModule + TrainDataModule) against TRL's ``SFTTrainer`` on
+   the same tiny model, the same examples (the synthetic set rendered once by ``ifdistill.data`` and
+   given to TRL pre-tokenised with its completion mask), the same batch (8 examples per step), the
+   same completion-only loss, LoRA r=16 alpha=32, AdamW, float32, one process; with and without
+   packing (rows of at most 512 tokens on both sides: on CPU, SDPA gets one dense block-diagonal mask
+   per packed row, so attention cost grows with the square of the row length). TRL runs with ``gradient_checkpointing=False`` and ``bf16=False`` (its defaults turn both
+   on), so both sides compute the same thing. Goal: ifdistill >= 1.3x TRL.
+2. Distillation step time at k = 0, 2, 4 demonstrations (frozen-initial teacher = LoRA disabled)
+   against the SFT step on the same student batches, with demonstrations per example (the data
+   layer's rule) and shared per micro-batch (``method.demos=shared``). Goal: 4-shot <= 2x SFT.
+
+SFT measurements run in fresh subprocesses (the same warm-up, then timed optimizer steps), interleaved
+and repeated (``--repeats``); the distillation variants run interleaved step by step in one process.
+Medians are reported, because other jobs on a shared machine make single timings noisy. Tokens are
+real (non-padding) input tokens.
+
+TRL is needed only here and is never installed into the project's environment:
+    pip install --target /tmp/trl-site --no-deps trl      # then: --trl-path /tmp/trl-site
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MBS, LR, R, ALPHA = 8, 2e-4, 16, 32
+ROW = 512  # packed row length (both sides): one dense attention mask per row, so rows stay short on CPU
+TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def data_cfg(n: int, k: int = 0) -> dict:
+    return {"sources": [{"name": "syn", "synthetic": "train", "max_examples": n}], "heldout": 0,
+            "max_length": 512, "icl_k": k}
+
+
+# -- workers (run in their own process) -------------------------------------------------------------
+def _timer_result(times: list[float], tokens: list[int], warmup: int) -> dict:
+    t, n = times[warmup:], tokens[warmup:]
+    return {"steps": len(t), "tokens_per_s": sum(n) / sum(t), "step_s": statistics.median(t),
+            "tokens_per_step": sum(n) / len(n)}
+
+
+def worker_ifdistill(steps: int, warmup: int, n: int, packing: bool) -> dict:
+    """ifdistill SFT through the real Lightning loop (Trainer + SFTModule + TrainDataModule)."""
+    import lightning.pytorch as pl
+    import torch
+
+    from ifdistill.train.datamodule import TrainDataModule
+    from ifdistill.train.sft_module import SFTModule
+
+    pl.seed_everything(0, verbose=False)
+    model = {"name_or_path": "builtin:tiny"}
+    module = SFTModule(model, {"method": "lora", "r": R, "alpha": ALPHA, "target_modules": TARGETS},
+                       {"lr": LR, "schedule": "constant"})
+    dm = TrainDataModule(data_cfg(n), model, micro_batch_size=MBS, packing=packing, max_row_tokens=ROW)
+    times, tokens = [], []
+
+    class Timer(pl.Callback):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            self.t0 = time.perf_counter()
+            mask = batch.get("attention_mask")
+            self.n = int(mask.sum()) if mask is not None else int((batch["seq_idx"] >= 0).sum())
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            times.append(time.perf_counter() - self.t0)
+            tokens.append(self.n)
+
+    trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=warmup + steps, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                         use_distributed_sampler=False, num_sanity_val_steps=0, limit_val_batches=0,
+                         gradient_clip_val=1.0, callbacks=[Timer()])
+    trainer.fit(module, datamodule=dm)
+    return {**_timer_result(times, tokens, warmup), "threads": torch.get_num_threads()}
+
+
+def worker_distill(steps: int, warmup: int, n: int) -> dict:
+    """SFT and distillation steps on the same student batches, interleaved in one process.
+
+    One step = the module's objective, backward, AdamW step (what Lightning's training_step runs; the
+    loop's own few milliseconds are the same for every variant and left out). Interleaving the
+    variants step by step exposes them to the same background load; the median is reported.
+    """
+    import torch
+
+    from ifdistill.train.datamodule import TrainDataModule
+    from ifdistill.train.distill_module import ICLDistillModule
+    from ifdistill.train.sft_module import SFTModule
+
+    model, peft = {"name_or_path": "builtin:tiny"}, {"method": "lora", "r": R, "alpha": ALPHA, "target_modules": TARGETS}
+    variants = {"sft": (None, "per_example"), "distill_k0": (0, "per_example"), "distill_k2": (2, "per_example"),
+                "distill_k4": (4, "per_example"), "distill_shared_k2": (2, "shared"),
+                "distill_shared_k4": (4, "shared")}
+    batches, modules, optims = {}, {}, {}
+    for name, (k, demos) in variants.items():
+        dm = TrainDataModule(data_cfg(n), model, micro_batch_size=MBS, icl_k=k, demos=demos)
+        dm.setup("fit")
+        it = iter(dm.train_dataloader())
+        batches[name] = [next(it) for _ in range(warmup + steps)]
+        torch.manual_seed(0)
+        modules[name] = (SFTModule(model, peft) if k is None
+                         else ICLDistillModule(model, peft, k=k, demos=demos, kd_ratio=0.5, teacher="frozen_initial"))
+        optims[name] = torch.optim.AdamW([p for p in modules[name].parameters() if p.requires_grad], lr=LR)
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    teacher_tokens: dict[str, int] = {name: 0 for name in variants}
+    for i in range(warmup + steps):
+        for name in variants:
+            b, m, opt = batches[name][i], modules[name], optims[name]
+            t0 = time.perf_counter()
+            loss, _ = m.objective(b)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            times[name].append(time.perf_counter() - t0)
+            if i >= warmup:
+                if "teacher_prefix_ids" in b:
+                    teacher_tokens[name] += int(b["teacher_prefix_ids"].numel() + b["attention_mask"].sum())
+                elif "teacher_attention_mask" in b:
+                    teacher_tokens[name] += int(b["teacher_attention_mask"].sum())
+    out = {name: {"step_s": statistics.median(t[warmup:]), "min_step_s": min(t[warmup:]),
+                  "teacher_tokens_per_step": teacher_tokens[name] / steps} for name, t in times.items()}
+    return {"distill": out, "threads": torch.get_num_threads()}
+
+
+def worker_trl(steps: int, warmup: int, n: int, packing: bool) -> dict:
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import SFTConfig, SFTTrainer
+
+    from ifdistill.data.build import build_train_dataset
+    from ifdistill.models import resolve_model_path
+
+    path = resolve_model_path("builtin:tiny")
+    tok = AutoTokenizer.from_pretrained(path)
+    built = build_train_dataset(data_cfg(n), tok)
+    rows = [{"input_ids": it["input_ids"].tolist(), "completion_mask": it["loss_mask"].astype(int).tolist()}
+            for it in built.train.items]
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa")
+    # Packed: rows of ROW tokens, 4 rows per step (about the tokens of 8 examples, ~1700-2000).
+    args = SFTConfig(output_dir=os.environ.get("BENCH_TMP", "/tmp/bench-trl"),
+                     per_device_train_batch_size=4 if packing else MBS,
+                     max_steps=warmup + steps, learning_rate=LR, lr_scheduler_type="constant", warmup_steps=0,
+                     logging_steps=10**6, save_strategy="no", report_to=[], bf16=False, fp16=False,
+                     gradient_checkpointing=False, packing=packing, max_length=ROW if packing else 512,
+                     completion_only_loss=True,
+                     dataloader_num_workers=0, use_cpu=True, seed=0, max_grad_norm=1.0, dataset_num_proc=None)
+    peft = LoraConfig(r=R, lora_alpha=ALPHA, lora_dropout=0.0, target_modules=TARGETS, task_type="CAUSAL_LM")
+    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tok,
+                         peft_config=peft)
+    times, tokens = [], []
+
+    class Timer(TrainerCallback):
+        def on_step_begin(self, a, state, control, **kw):
+            self.t0, self.n0 = time.perf_counter(), trainer._total_train_tokens
+
+        def on_step_end(self, a, state, control, **kw):
+            times.append(time.perf_counter() - self.t0)
+            tokens.append(trainer._total_train_tokens - self.n0)
+
+    trainer.add_callback(Timer())
+    trainer.train()
+    return {**_timer_result(times, tokens, warmup), "threads": torch.get_num_threads()}
+
+
+# -- driver -----------------------------------------------------------------------------------------
+def run_worker(spec: dict, trl_path: str | None, timeout: float) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in [str(ROOT), trl_path or ""] if p),
+               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false", CUDA_VISIBLE_DEVICES="")
+    out = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], env=env, cwd=ROOT,
+                         capture_output=True, text=True, timeout=timeout)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
+    if out.returncode != 0 or not lines:
+        raise RuntimeError(f"worker {spec} failed ({out.returncode}):\n{out.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--steps", type=int, default=20, help="timed optimizer steps per measurement")
+    ap.add_argument("--warmup", type=int, default=4)
+    ap.add_argument("--examples", type=int, default=400)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--trl-path", default=os.environ.get("TRL_PATH", "/tmp/trl-site"),
+                    help="a folder holding trl (pip install --target DIR --no-deps trl)")
+    ap.add_argument("--only", choices=["sft", "distill"], default=None)
+    ap.add_argument("--json", default=None, help="also write the results here")
+    args = ap.parse_args()
+
+    if args.worker:
+        spec = json.loads(args.worker)
+        kind = spec.pop("kind")
+        worker = {"trl": worker_trl, "ifdistill": worker_ifdistill, "distill": worker_distill}[kind]
+        result = worker(**spec)
+        print("RESULT " + json.dumps(result), flush=True)
+        return
+
+    common = {"steps": args.steps, "warmup": args.warmup, "n": args.examples}
+    specs: dict[str, dict] = {}
+    if args.only in (None, "sft"):
+        for packing in (False, True):
+            tag = "packed" if packing else "padded"
+            specs[f"ifdistill_sft_{tag}"] = {"kind": "ifdistill", "packing": packing, **common}
+            specs[f"trl_sft_{tag}"] = {"kind": "trl", "packing": packing, **common}
+    if args.only in (None, "distill"):
+        specs["distill"] = {"kind": "distill", **common}
+
+    trl_ok = subprocess.run([sys.executable, "-c", "import trl"], env=dict(os.environ, PYTHONPATH=args.trl_path),
+                            capture_output=True).returncode == 0
+    if not trl_ok:
+        print(f"TRL is not importable from {args.trl_path}: the TRL comparison is skipped "
+              "(pip install --target /tmp/trl-site --no-deps trl)")
+        specs = {k: v for k, v in specs.items() if v["kind"] != "trl"}
+
+    results: dict[str, list[dict]] = {name: [] for name in specs}
+    for rep in range(args.repeats):
+        for name, spec in specs.items():
+            t0 = time.time()
+            r = run_worker(dict(spec), args.trl_path if trl_ok else None, timeout=1800)
+            results[name].append(r)
+            if name == "distill":
+                line = "  ".join(f"{v}: {d['step_s']:.3f} s" for v, d in r["distill"].items())
+                print(f"[{rep + 1}/{args.repeats}] distill   {line} ({time.time() - t0:.0f} s wall)", flush=True)
+            else:
+                print(f"[{rep + 1}/{args.repeats}] {name:22s} {r['tokens_per_s']:8.0f} tok/s  median step "
+                      f"{r['step_s']:.3f} s ({r['tokens_per_step']:.0f} tok/step, {time.time() - t0:.0f} s wall)",
+                      flush=True)
+
+    summary: dict[str, dict] = {}
+    for name, rs in results.items():
+        if name == "distill":
+            for variant in rs[0]["distill"]:
+                summary[variant] = {key: statistics.median(r["distill"][variant][key] for r in rs)
+                                    for key in ("step_s", "min_step_s", "teacher_tokens_per_step")}
+        else:
+            summary[name] = {"tokens_per_s": statistics.median(r["tokens_per_s"] for r in rs),
+                             "step_s": statistics.median(r["step_s"] for r in rs)}
+    print("\n== medians over repeats")
+    for name, m in summary.items():
+        print(f"{name:24s} " + "  ".join(f"{k} {v:.3f}" if v < 100 else f"{k} {v:.0f}" for k, v in m.items()))
+    ratios = {}
+    for tag in ("padded", "packed"):
+        a, b = summary.get(f"ifdistill_sft_{tag}"), summary.get(f"trl_sft_{tag}")
+        if a and b:
+            ratios[f"sft_{tag}_tokens_per_s_vs_trl"] = a["tokens_per_s"] / b["tokens_per_s"]
+    if "sft" in summary:
+        for variant in ("distill_k0", "distill_k2", "distill_k4", "distill_shared_k2", "distill_shared_k4"):
+            ratios[f"{variant}_step_vs_sft"] = summary[variant]["step_s"] / summary["sft"]["step_s"]
+    print("\n== ratios (goals: SFT vs TRL >= 1.3; 4-shot distill step vs SFT <= 2.0)")
+    for name, value in ratios.items():
+        print(f"{name:34s} {value:.2f}x")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"runs": results, "summary": summary, "ratios": ratios}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
