@@ -118,3 +118,19 @@ def test_sft_counts_only_supervised_tokens_with_the_shift(icl_items, pad_id):
     # the targets are the supervised tokens themselves, in order
     want = torch.cat([torch.as_tensor(it["input_ids"])[torch.as_tensor(it["loss_mask"]).bool()] for it in icl_items])
     assert torch.equal(targets, want)
+
+
+def test_gradient_checkpointing_changes_memory_not_results(icl_items, pad_id):
+    batch = PadCollator(pad_id)(icl_items)
+    out = []
+    for gc in (False, True):
+        torch.manual_seed(0)
+        module = SFTModule(TINY, LORA, gradient_checkpointing=gc)
+        perturb_lora(module)
+        module.train()
+        loss, _ = module.objective(batch)
+        loss.backward()
+        out.append((loss.detach(), _grads(module)))
+    (l0, g0), (l1, g1) = out
+    assert torch.allclose(l0, l1, rtol=1e-6)
+    assert all(torch.allclose(g0[n], g1[n], atol=1e-6) for n in g0)
