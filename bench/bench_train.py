@@ -11,10 +11,10 @@
    against the SFT step on the same student batches, with demonstrations per example (the data
    layer's rule) and shared per micro-batch (``method.demos=shared``). Goal: 4-shot <= 2x SFT.
 
-SFT measurements run in fresh subprocesses (the same warm-up, then timed optimizer steps), interleaved
-and repeated (``--repeats``); the distillation variants run interleaved step by step in one process.
-Medians are reported, because other jobs on a shared machine make single timings noisy. Tokens are
-real (non-padding) input tokens.
+Timing on a shared machine: other jobs make single timings swing by 4x, so the variants being compared
+run interleaved step by step in one process (same batches, same moment), each ratio is taken inside
+a repeat, and the median over repeats is reported. ``--full-loop`` additionally times whole training
+loops (Lightning vs HF Trainer, one process each; noisier). Tokens are real (non-padding) tokens.
 
 TRL is needed only here and is never installed into the project's environment:
     pip install --target /tmp/trl-site --no-deps trl      # then: --trl-path /tmp/trl-site
@@ -80,6 +80,88 @@ def worker_ifdistill(steps: int, warmup: int, n: int, packing: bool) -> dict:
                          gradient_clip_val=1.0, callbacks=[Timer()])
     trainer.fit(module, datamodule=dm)
     return {**_timer_result(times, tokens, warmup), "threads": torch.get_num_threads()}
+
+
+def worker_sft_vs_trl(steps: int, warmup: int, n: int) -> dict:
+    """ifdistill's and TRL's SFT training steps on the same 8 examples per step, interleaved.
+
+    ifdistill: ``SFTModule.training_step`` (the production path: selective LM head, token-sum metrics)
+    + AdamW. TRL: ``SFTTrainer.training_step`` (its fused LM head over completion tokens, entropy and
+    accuracy metrics, accelerate's backward) + the trainer's own AdamW. Padded: the very same tensors
+    go to both. Packed: ifdistill's rows of <= ROW tokens (position ids restart per example) against
+    TRL's padding-free batch (one flattened row with position ids) of the same examples.
+    """
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM
+    from trl import SFTConfig, SFTTrainer
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+    from ifdistill.data.collate import PackCollator, PadCollator
+    from ifdistill.models import resolve_model_path
+    from ifdistill.train.datamodule import TrainDataModule
+    from ifdistill.train.sft_module import SFTModule
+
+    model_cfg = {"name_or_path": "builtin:tiny"}
+    dm = TrainDataModule(data_cfg(n), model_cfg, micro_batch_size=MBS)
+    dm.setup("fit")
+    ds, pad = dm.built.train, dm.tokenizer.pad_token_id
+    order = list(ds.epoch_order(0))
+    groups = [[ds[i] for i in order[j * MBS:(j + 1) * MBS]] for j in range(warmup + steps)]
+    trl_collate = DataCollatorForLanguageModeling(pad_token_id=pad, padding_free=True)
+
+    def trl_rows(items):
+        return [{"input_ids": it["input_ids"].tolist(),
+                 "labels": [int(t) if m else -100 for t, m in zip(it["input_ids"], it["loss_mask"])]} for it in items]
+
+    padded = [PadCollator(pad)(g) for g in groups]
+    batches = {
+        "ifdistill_padded": padded,
+        "trl_padded": [{k: b[k] for k in ("input_ids", "attention_mask", "labels")} for b in padded],
+        "ifdistill_packed": [PackCollator(pad, max_row_tokens=ROW)(g) for g in groups],
+        "trl_packed": [trl_collate(trl_rows(g)) for g in groups],
+    }
+    tokens = [int(b["attention_mask"].sum()) for b in padded]
+
+    torch.manual_seed(0)
+    ours = SFTModule(model_cfg, {"method": "lora", "r": R, "alpha": ALPHA, "target_modules": TARGETS})
+    ours_opt = torch.optim.AdamW([p for p in ours.parameters() if p.requires_grad], lr=LR)
+    path = resolve_model_path("builtin:tiny")
+    args = SFTConfig(output_dir=os.environ.get("BENCH_TMP", "/tmp/bench-trl"), per_device_train_batch_size=MBS,
+                     learning_rate=LR, lr_scheduler_type="constant", logging_steps=10**6, save_strategy="no",
+                     report_to=[], bf16=False, fp16=False, gradient_checkpointing=False, packing=False,
+                     completion_only_loss=True, use_cpu=True, seed=0, dataset_num_proc=None)
+    trainer = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa"),
+                         args=args, train_dataset=Dataset.from_list(trl_rows(groups[0])), processing_class=dm.tokenizer,
+                         peft_config=LoraConfig(r=R, lora_alpha=ALPHA, lora_dropout=0.0, target_modules=TARGETS,
+                                                task_type="CAUSAL_LM"))
+    trainer.create_optimizer()
+    trainer.current_gradient_accumulation_steps = 1  # set by Trainer's own loop, which is not running
+
+    def step_ours(b, i):
+        ours.training_step(b, i).backward()
+        ours_opt.step()
+        ours_opt.zero_grad(set_to_none=True)
+
+    def step_trl(b, i):
+        trainer.training_step(trainer.model, dict(b))
+        trainer.optimizer.step()
+        trainer.optimizer.zero_grad(set_to_none=True)
+
+    runners = {"ifdistill_padded": step_ours, "trl_padded": step_trl, "ifdistill_packed": step_ours,
+               "trl_packed": step_trl}
+    ours.train()
+    times: dict[str, list[float]] = {name: [] for name in runners}
+    for i in range(warmup + steps):
+        for name, run in runners.items():
+            t0 = time.perf_counter()
+            run(batches[name][i], i)
+            times[name].append(time.perf_counter() - t0)
+    tok = sum(tokens[warmup:]) / steps
+    out = {name: {"step_s": statistics.median(t[warmup:]), "min_step_s": min(t[warmup:]),
+                  "tokens_per_s": tok / statistics.median(t[warmup:])} for name, t in times.items()}
+    return {"sft": out, "tokens_per_step": tok, "threads": torch.get_num_threads()}
 
 
 def worker_distill(steps: int, warmup: int, n: int) -> dict:
@@ -195,12 +277,15 @@ def main() -> None:
                     help="a folder holding trl (pip install --target DIR --no-deps trl)")
     ap.add_argument("--only", choices=["sft", "distill"], default=None)
     ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--full-loop", action="store_true",
+                    help="also time whole training loops (Lightning vs HF Trainer) in separate processes")
     args = ap.parse_args()
 
     if args.worker:
         spec = json.loads(args.worker)
         kind = spec.pop("kind")
-        worker = {"trl": worker_trl, "ifdistill": worker_ifdistill, "distill": worker_distill}[kind]
+        worker = {"trl": worker_trl, "ifdistill": worker_ifdistill, "distill": worker_distill,
+                  "sft_vs_trl": worker_sft_vs_trl}[kind]
         result = worker(**spec)
         print("RESULT " + json.dumps(result), flush=True)
         return
@@ -208,10 +293,12 @@ def main() -> None:
     common = {"steps": args.steps, "warmup": args.warmup, "n": args.examples}
     specs: dict[str, dict] = {}
     if args.only in (None, "sft"):
-        for packing in (False, True):
-            tag = "packed" if packing else "padded"
-            specs[f"ifdistill_sft_{tag}"] = {"kind": "ifdistill", "packing": packing, **common}
-            specs[f"trl_sft_{tag}"] = {"kind": "trl", "packing": packing, **common}
+        specs["sft_vs_trl"] = {"kind": "sft_vs_trl", **common}
+        if args.full_loop:  # whole training loops (Lightning vs HF Trainer), one process each
+            for packing in (False, True):
+                tag = "packed" if packing else "padded"
+                specs[f"loop_ifdistill_{tag}"] = {"kind": "ifdistill", "packing": packing, **common}
+                specs[f"loop_trl_{tag}"] = {"kind": "trl", "packing": packing, **common}
     if args.only in (None, "distill"):
         specs["distill"] = {"kind": "distill", **common}
 
@@ -220,7 +307,7 @@ def main() -> None:
     if not trl_ok:
         print(f"TRL is not importable from {args.trl_path}: the TRL comparison is skipped "
               "(pip install --target /tmp/trl-site --no-deps trl)")
-        specs = {k: v for k, v in specs.items() if v["kind"] != "trl"}
+        specs = {k: v for k, v in specs.items() if v["kind"] not in ("trl", "sft_vs_trl")}
 
     results: dict[str, list[dict]] = {name: [] for name in specs}
     for rep in range(args.repeats):
@@ -228,34 +315,43 @@ def main() -> None:
             t0 = time.time()
             r = run_worker(dict(spec), args.trl_path if trl_ok else None, timeout=1800)
             results[name].append(r)
-            if name == "distill":
-                line = "  ".join(f"{v}: {d['step_s']:.3f} s" for v, d in r["distill"].items())
-                print(f"[{rep + 1}/{args.repeats}] distill   {line} ({time.time() - t0:.0f} s wall)", flush=True)
+            if name in ("distill", "sft_vs_trl"):
+                part = r["distill" if name == "distill" else "sft"]
+                line = "  ".join(f"{v}: {d['step_s']:.3f} s" for v, d in part.items())
+                print(f"[{rep + 1}/{args.repeats}] {name}  {line} ({time.time() - t0:.0f} s wall)", flush=True)
             else:
                 print(f"[{rep + 1}/{args.repeats}] {name:22s} {r['tokens_per_s']:8.0f} tok/s  median step "
                       f"{r['step_s']:.3f} s ({r['tokens_per_step']:.0f} tok/step, {time.time() - t0:.0f} s wall)",
                       flush=True)
 
     summary: dict[str, dict] = {}
+    per_repeat: dict[str, list[float]] = {}  # ratios inside each interleaved repeat, then their median
     for name, rs in results.items():
-        if name == "distill":
-            for variant in rs[0]["distill"]:
-                summary[variant] = {key: statistics.median(r["distill"][variant][key] for r in rs)
-                                    for key in ("step_s", "min_step_s", "teacher_tokens_per_step")}
+        if name in ("distill", "sft_vs_trl"):
+            part = "distill" if name == "distill" else "sft"
+            for variant in rs[0][part]:
+                summary[variant] = {key: statistics.median(r[part][variant][key] for r in rs)
+                                    for key in rs[0][part][variant]}
+            if name == "sft_vs_trl":
+                for tag in ("padded", "packed"):
+                    per_repeat[f"sft_{tag}_vs_trl (tokens/s)"] = [
+                        r["sft"][f"trl_{tag}"]["step_s"] / r["sft"][f"ifdistill_{tag}"]["step_s"] for r in rs]
+            else:
+                for variant in rs[0]["distill"]:
+                    if variant != "sft":
+                        per_repeat[f"{variant}_step_vs_sft"] = [
+                            r["distill"][variant]["step_s"] / r["distill"]["sft"]["step_s"] for r in rs]
         else:
             summary[name] = {"tokens_per_s": statistics.median(r["tokens_per_s"] for r in rs),
                              "step_s": statistics.median(r["step_s"] for r in rs)}
     print("\n== medians over repeats")
     for name, m in summary.items():
         print(f"{name:24s} " + "  ".join(f"{k} {v:.3f}" if v < 100 else f"{k} {v:.0f}" for k, v in m.items()))
-    ratios = {}
+    ratios = {name: statistics.median(v) for name, v in per_repeat.items()}
     for tag in ("padded", "packed"):
-        a, b = summary.get(f"ifdistill_sft_{tag}"), summary.get(f"trl_sft_{tag}")
+        a, b = summary.get(f"loop_ifdistill_{tag}"), summary.get(f"loop_trl_{tag}")
         if a and b:
-            ratios[f"sft_{tag}_tokens_per_s_vs_trl"] = a["tokens_per_s"] / b["tokens_per_s"]
-    if "sft" in summary:
-        for variant in ("distill_k0", "distill_k2", "distill_k4", "distill_shared_k2", "distill_shared_k4"):
-            ratios[f"{variant}_step_vs_sft"] = summary[variant]["step_s"] / summary["sft"]["step_s"]
+            ratios[f"loop_sft_{tag}_vs_trl (tokens/s)"] = a["tokens_per_s"] / b["tokens_per_s"]
     print("\n== ratios (goals: SFT vs TRL >= 1.3; 4-shot distill step vs SFT <= 2.0)")
     for name, value in ratios.items():
         print(f"{name:34s} {value:.2f}x")

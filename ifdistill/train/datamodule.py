@@ -265,13 +265,6 @@ class TrainDataModule(pl.LightningDataModule):
                                   num_workers=self.num_workers))
         return out
 
-    def steps_per_epoch(self) -> int:
-        world, rank = self._world()
-        acc = self.trainer.accumulate_grad_batches if self.trainer is not None else 1
-        return StepBatchSampler(self.built.train.sampler(num_replicas=world, rank=rank),
-                                micro_batch_size=self.micro_batch_size, accumulate=acc, world_size=world,
-                                tokens_of=lambda i: 0).steps_per_epoch()
-
 
 def add_identity_teacher_view(item: dict[str, Any]) -> dict[str, Any]:
     """Give an SFT item the ICL fields of a 0-shot teacher: the same tokens, aligned position by position."""

@@ -35,6 +35,7 @@ from ifdistill.data.collate import IclCollator
 from ifdistill.data.icl import DemoSelector, build_icl_pair, with_demos
 from ifdistill.data.records import Example
 from ifdistill.data.render import render
+from ifdistill.train.datamodule import add_identity_teacher_view
 
 TEACHER_VIEW_KEYS = ("teacher_input_ids", "teacher_attention_mask", "teacher_labels", "teacher_positions")
 
@@ -93,7 +94,7 @@ class SharedDemoCollator:
         shared = all(s is not None for s in splits) and all(s == splits[0] for s in splits)
         if shared:
             self.shared_batches += 1
-            views = [_identity_view(it) for it in items]
+            views = [add_identity_teacher_view(dict(it)) for it in items]
         else:
             self.fallback_batches += 1
             views = [self._teacher_view(it, ex, demos) for it, ex in zip(items, exs)]
@@ -120,8 +121,3 @@ class SharedDemoCollator:
                 "student_positions": np.asarray(pair.student_positions, dtype=np.int64) - s_off,
                 "teacher_positions": np.asarray(pair.teacher_positions, dtype=np.int64)}
 
-
-def _identity_view(item: Mapping[str, Any]) -> dict[str, Any]:
-    positions = np.nonzero(np.asarray(item["loss_mask"]))[0].astype(np.int64)
-    return {**item, "teacher_input_ids": item["input_ids"], "teacher_loss_mask": item["loss_mask"],
-            "student_positions": positions, "teacher_positions": positions}
