@@ -11,7 +11,8 @@ as the last component) and recorded in ``run.json`` next to the hash.
 Layout of ``<paths.output_root>/<task_name>/runs/<run_id>/`` (``run_id = <run.name>-<hash[:12]>``)::
 
     config.yaml          the resolved config (with paths), rewritten at every launch
-    run.json             run_id, config_hash, hash_ignore, the hashed config, launches (time, resumed_from)
+    run.json             run_id, config_hash, hash_ignore, the hashed config, and one entry per launch
+                         (time, host, pid, resumed_from; finished + final_step when it reached the end)
     checkpoints/         Lightning checkpoints: step=000200.ckpt ... (files, or folders for DeepSpeed/FSDP2)
     exports/             HF-format exports for the checkpoint-eval callback (exports/step_000200/)
     logs/                csv/ and wandb/ loggers
@@ -120,7 +121,6 @@ class RunDir:
         _atomic_write(self.config_yaml, OmegaConf.to_yaml(_resolved_where_possible(cfg)))
         _atomic_write(self.run_json, json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
         return meta
-
 
     def mark_finished(self, final_step: int) -> None:
         """Record that the current launch reached the end of training (``ifdistill-status`` reads it)."""
