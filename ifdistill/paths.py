@@ -11,8 +11,12 @@ holds ``tokenizers/punkt_tab/english`` or raises :class:`MissingResourceError` s
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import sys
+import tempfile
+from typing import Callable
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -91,3 +95,22 @@ def ensure_nltk_data() -> Path:
         if str(folder) not in nltk.data.path:
             nltk.data.path.insert(0, str(folder))
     return folder
+
+
+def build_once(target: Path, marker: str, build: Callable[[Path], object]) -> Path:
+    """A cached directory built by ``build(tmp_dir)`` at most once across processes: under a file lock,
+    into a temp dir, then renamed; ``target/marker`` existing means it is complete."""
+    if (target / marker).is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / marker).is_file():
+            tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+            try:
+                build(tmp)
+                tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared by every process
+                os.replace(tmp, target)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    return target

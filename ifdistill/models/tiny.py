@@ -14,16 +14,13 @@ committed. Loadable by transformers, PEFT and vLLM (CPU or GPU) like any HF dire
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import hashlib
 import json
 import os
 import random
-import shutil
-import tempfile
 from pathlib import Path
 
-from ifdistill.paths import cache_dir
+from ifdistill.paths import build_once, cache_dir
 
 BUILDER_VERSION = 1
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -169,18 +166,4 @@ def build_tiny_model(out_dir: str | os.PathLike, spec: TinySpec = TinySpec()) ->
 def tiny_model_path(spec: TinySpec = TinySpec(), root: str | os.PathLike | None = None) -> Path:
     """The cached tiny model directory, built on first use (atomically, once across processes)."""
     base = Path(root) if root is not None else cache_dir() / "models"
-    base.mkdir(parents=True, exist_ok=True)
-    target = base / f"tiny-{spec.key()}"
-    if (target / "ifdistill_tiny.json").is_file():
-        return target
-    with open(base / f".tiny-{spec.key()}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (target / "ifdistill_tiny.json").is_file():
-            tmp = Path(tempfile.mkdtemp(prefix=f".tiny-{spec.key()}-", dir=base))
-            try:
-                build_tiny_model(tmp, spec)
-                tmp.chmod(0o755)  # mkdtemp makes it private; the model is shared by every process
-                os.replace(tmp, target)
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
-    return target
+    return build_once(base / f"tiny-{spec.key()}", "ifdistill_tiny.json", lambda tmp: build_tiny_model(tmp, spec))

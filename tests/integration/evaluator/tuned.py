@@ -15,13 +15,11 @@ training distribution (instructions the echo can satisfy: lowercase, no commas).
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import random
 import shutil
-import tempfile
 from pathlib import Path
 
 RECIPE = {"version": 1, "words": 48, "min_words": 3, "max_words": 8, "ft_steps": 300, "ft_lr": 1e-3,
@@ -128,7 +126,7 @@ def _build_models(out: Path, base_dir: Path) -> None:
 
 def tuned_models(base_dir: str | os.PathLike) -> dict[str, Path]:
     """``{"ft", "adapter", "merged", "words"}`` paths, built on first use (see the module docstring)."""
-    from ifdistill.paths import cache_dir
+    from ifdistill.paths import build_once, cache_dir
 
     base_dir = Path(base_dir)
     key = hashlib.sha256(json.dumps({**RECIPE, "base": base_dir.name}, sort_keys=True).encode()).hexdigest()[:12]
@@ -137,16 +135,5 @@ def tuned_models(base_dir: str | os.PathLike) -> dict[str, Path]:
     final = root / f"tuned-{key}"
     paths = {"ft": final / "ft", "adapter": final / "adapter", "merged": final / "merged",
              "words": final / "words.jsonl"}
-    if (final / "recipe.json").is_file():
-        return paths
-    with open(root / f".tuned-{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (final / "recipe.json").is_file():
-            tmp = Path(tempfile.mkdtemp(prefix=f".tuned-{key}-", dir=root))
-            try:
-                _build(tmp, base_dir)
-                tmp.chmod(0o755)
-                os.replace(tmp, final)
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
+    build_once(final, "recipe.json", lambda tmp: _build(tmp, base_dir))
     return paths
