@@ -21,19 +21,13 @@ from typing import Any, Sequence
 from omegaconf import OmegaConf
 
 from ifdistill.callbacks.eval_logging import log_evaluation
-from ifdistill.callbacks.export import step_dir_name
+from ifdistill.callbacks.export import finished_exports, step_dir_name
 from ifdistill.results import run_metrics
 
 
 def missing_steps(run_dir: Path) -> list[int]:
     done = {int(s) for s in run_metrics.read(run_dir)["checkpoints"]}
-    steps = []
-    for export in sorted((run_dir / "exports").glob("step_*")):
-        if (export / "export.json").is_file():
-            step = json.loads((export / "export.json").read_text())["step"]
-            if step not in done:
-                steps.append(int(step))
-    return steps
+    return [step for step in finished_exports(run_dir / "exports") if step not in done]
 
 
 def backfill(run_dir: str | os.PathLike, *, steps: Sequence[int] | None = None, devices: dict | None = None,

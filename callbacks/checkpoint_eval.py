@@ -17,6 +17,10 @@ Flow, at every ``every_n_steps`` optimizer steps and at the end of training:
    failures are retried, then recorded (exit code, log tail) — they never stop training;
 4. at the end, rank 0 waits up to ``final_wait_s`` and lists what is still missing (``ifdistill-eval
    backfill`` evaluates it later into the same places).
+
+A run stopped early (a requeue signal, a crash: ``on_exception``) kills its running evaluations and
+records them as missing; when the run resumes, exports of earlier launches that have no result yet are
+queued again first (``on_train_start``), so a preempted sweep still ends with every checkpoint scored.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from typing import Any, Callable
 from lightning.pytorch import Callback
 
 from ifdistill.callbacks.eval_jobs import EvalEvent, EvalJob, EvalQueue
-from ifdistill.callbacks.export import export_checkpoint, step_dir_name
+from ifdistill.callbacks.export import export_checkpoint, finished_exports, step_dir_name
 from ifdistill.callbacks.eval_logging import log_evaluation
 from ifdistill.results import run_metrics
 
@@ -77,6 +81,24 @@ class CheckpointEvalCallback(Callback):
             existing = run_metrics.update(self.run_dir, lambda d: d.update({k: v for k, v in header.items() if v}))
             self._done_steps = {int(s) for s in existing["checkpoints"]}
 
+    def on_train_start(self, trainer, pl_module) -> None:
+        """A resumed run: evaluate the finished exports of earlier launches that have no result yet."""
+        if not trainer.is_global_zero:
+            return
+        for step, export in finished_exports(self.run_dir / "exports").items():
+            if step <= trainer.global_step and step not in self._done_steps:
+                print(f"[checkpoint-eval] step {step}: exported by an earlier launch, not evaluated yet; queued")
+                self._submit(trainer, step, export)
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        """Training stops early: stop the evaluations (their processes would outlive the trainer) and
+        record them as missing; a resumed run queues them again, or ``ifdistill-eval backfill`` does."""
+        if not trainer.is_global_zero:
+            return
+        for job in self.queue.abandon():
+            run_metrics.record_failure(self.run_dir, job.step, job.attempt,
+                                       f"training stopped: {exception!r}"[:300], None, "", time.time())
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
         due = self.every_n_steps and step > 0 and step % self.every_n_steps == 0
@@ -121,6 +143,9 @@ class CheckpointEvalCallback(Callback):
         if not trainer.is_global_zero:
             return
         self.export_seconds.append(time.perf_counter() - t0)
+        self._submit(trainer, step, export)
+
+    def _submit(self, trainer, step: int, export: Path) -> None:
         out_dir = self.run_dir / "evals" / step_dir_name(step)
         argv, env = self._command(export, out_dir)
         self._handle(trainer, self.queue.submit(EvalJob(step, export, out_dir, argv, env)))
@@ -153,3 +178,4 @@ class CheckpointEvalCallback(Callback):
                 print(f"[checkpoint-eval] step {step}: {ev.kind} ({ev.reason})")
                 if ev.kind in ("gave_up", "skipped"):
                     self.missing.append(step)
+

@@ -127,6 +127,16 @@ def export_checkpoint(trainer: Any, model: torch.nn.Module, exports_root: str | 
     return final
 
 
+def finished_exports(exports_root: str | os.PathLike) -> dict[int, Path]:
+    """``{step: export dir}`` of the finished exports under ``exports_root`` (``export.json`` is written
+    last, inside a temp dir renamed into place, so a dir without it is an interrupted export)."""
+    found = {}
+    for export in sorted(Path(exports_root).glob("step_*")):
+        if (export / "export.json").is_file():
+            found[int(json.loads((export / "export.json").read_text())["step"])] = export
+    return found
+
+
 def read_export(export_dir: str | os.PathLike) -> dict:
     path = Path(export_dir) / "export.json"
     if not path.is_file():

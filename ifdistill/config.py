@@ -8,6 +8,7 @@ wrong type raises an error naming the key, at start-up.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -73,6 +74,17 @@ def register_resolvers() -> None:
         # The shared data folder as ifdistill.paths finds it ($IFDISTILL_SHARED_DATA, then beside the
         # checkout), so configs work from any working directory.
         OmegaConf.register_new_resolver("ifdistill.shared_data", _shared_data_resolver)
+    if not OmegaConf.has_resolver("ifdistill.sweep_name"):
+        from ifdistill.sweeps import sweep_name
+
+        # A sweep job's name from the values swept (ifdistill/sweeps.py).
+        OmegaConf.register_new_resolver("ifdistill.sweep_name", sweep_name)
+    if not OmegaConf.has_resolver("ifdistill.slurm_gpus"):
+        from ifdistill.sweeps import slurm_gpus
+
+        OmegaConf.register_new_resolver("ifdistill.slurm_gpus", slurm_gpus)
+    if not OmegaConf.has_resolver("ifdistill.basename"):
+        OmegaConf.register_new_resolver("ifdistill.basename", lambda path: os.path.basename(str(path).rstrip("/")))
 
 
 register_resolvers()

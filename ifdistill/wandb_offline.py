@@ -71,11 +71,11 @@ def _unwrap_config(config: dict) -> dict:
 
 
 def parse_run_file(path: str | os.PathLike) -> dict:
-    run: dict = {"id": None, "history": [], "summary": {}, "config": {}, "metrics": {}, "exit_code": None}
+    run: dict = {"id": None, "group": None, "history": [], "summary": {}, "config": {}, "metrics": {}, "exit_code": None}
     for rec in iter_records(path):
         kind = rec.WhichOneof("record_type")
         if kind == "run":
-            run["id"] = rec.run.run_id
+            run["id"], run["group"] = rec.run.run_id, rec.run.run_group or None
             for it in rec.run.config.update:
                 _put(run["config"], it)
         elif kind == "config":

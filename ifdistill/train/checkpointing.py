@@ -87,6 +87,12 @@ class StepCheckpoint(ModelCheckpoint):
             candidates = self._monitor_candidates(trainer)
             self._save_topk_checkpoint(trainer, candidates)
 
+    def save_now(self, trainer) -> None:
+        """Save the current step (unless it is saved already) under the same name and ``keep_last`` rule;
+        collective, like every save (all ranks call it). Used on a requeue signal."""
+        if self._last_global_step_saved != trainer.global_step:
+            self._save_topk_checkpoint(trainer, self._monitor_candidates(trainer))
+
 
 def consolidated_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     """Plain float tensors of the LightningModule's state dict from any checkpoint form (CPU, one process)."""

@@ -5,6 +5,7 @@ Examples::
     ifdistill-train experiment=demo
     ifdistill-train model=qwen3_1.7b method=distill trainer=deepspeed_stage_2 trainer.devices=2
     ifdistill-train experiment=demo trainer=ddp trainer.devices=2     # 2 CPU processes (gloo)
+    ifdistill-train -m experiment=ifeval_replay_sweep hydra/launcher=slurm   # 24 runs as a SLURM array
 
 Re-running the same command after a crash resumes the run from its newest complete checkpoint (the
 run directory is named by the config hash, see :mod:`ifdistill.train.rundir`).
@@ -27,8 +28,10 @@ CONFIG_DIR = str(Path(ifdistill.conf.__file__).resolve().parent)
 def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
+    from ifdistill.sweeps import check_launch
     from ifdistill.train.run import resolve_run_dir, train
 
+    check_launch(cfg)
     # The Hydra job dir (a sweep's <n>_<overrides>/) points at the run it trains (ifdistill-status).
     job_dir = Path(HydraConfig.get().runtime.output_dir)
     job_dir.mkdir(parents=True, exist_ok=True)

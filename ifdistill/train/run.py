@@ -10,7 +10,8 @@ composed config. Order matters:
 3. build the datamodule, the module (``method`` group, ``_target_`` = the module class), callbacks
    (checkpointing + the ``callbacks`` group), loggers (``logger`` group) and the ``Trainer``
    (``trainer`` group, with the strategy it names);
-4. ``trainer.fit(..., ckpt_path=<checkpoint>)``.
+4. ``trainer.fit(..., ckpt_path=<checkpoint>)``; on a requeue signal (SLURM time limit, preemption) the
+   step is checkpointed and the job requeued (:mod:`ifdistill.train.preemption`).
 
 Translations made here, so the configs can stay declarative: ``trainer.precision: auto`` becomes
 ``bf16-mixed`` on GPUs and ``32-true`` on CPU (where the model is also loaded in float32);
@@ -70,6 +71,8 @@ def build_loggers(cfg: DictConfig, rd: RunDir, rid: str) -> list:
     kwargs: dict[str, Any] = {"save_dir": str(rd.logs)}
     if str(node["_target_"]).endswith("WandbLogger"):
         kwargs.update(id=rid, name=rid, resume="allow")
+        if cfg.run.get("group"):
+            kwargs["group"] = str(cfg.run.group)
     return [instantiate(node, **kwargs)]
 
 
@@ -77,9 +80,11 @@ def _callbacks(cfg: DictConfig, rd: RunDir) -> list:
     from hydra.utils import instantiate
 
     from ifdistill.train.checkpointing import StepCheckpoint
+    from ifdistill.train.preemption import RequeueOnSignal
 
-    callbacks = [StepCheckpoint(rd.checkpoints, every_n_steps=cfg.run.checkpoint_every_n_steps,
-                                keep_last=cfg.run.keep_last_checkpoints)]
+    checkpoint = StepCheckpoint(rd.checkpoints, every_n_steps=cfg.run.checkpoint_every_n_steps,
+                                keep_last=cfg.run.keep_last_checkpoints)
+    callbacks = [checkpoint, RequeueOnSignal(checkpoint)]
     for name, node in (cfg.get("callbacks") or {}).items():
         if OmegaConf.is_dict(node) and node.get("_target_"):
             log.info("callback %s: %s", name, node._target_)
@@ -114,6 +119,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     from hydra.utils import instantiate
 
     from ifdistill.train.checkpointing import find_resume_checkpoint
+    from ifdistill.train.preemption import RequeueOnSignal, TrainingPreempted
 
     validate(cfg)
     from ifdistill.data.build import DataConfig
@@ -155,9 +161,19 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         overrides["limit_val_batches"] = 0
     trainer = instantiate(cfg.trainer, **overrides)
     trainer.ifdistill_run_dir = str(rd.root)
-    trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt) if ckpt else None)
-    if trainer.is_global_zero and not trainer.interrupted:
+    preempted = None
+    try:
+        trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt) if ckpt else None)
+    except TrainingPreempted as stop:  # a requeue signal: the step is checkpointed (ifdistill.train.preemption)
+        preempted = stop
+        if trainer.is_global_zero:
+            rd.mark_stopped(stop.step, str(stop))
+        log.warning("run %s %s; handing it back for a requeue", rid, stop)
+        requeue = next(c for c in trainer.callbacks if isinstance(c, RequeueOnSignal))
+        done = requeue.requeue(stop, global_rank=trainer.global_rank, loggers=loggers)  # submitit: exits here
+        log.warning("run %s: %s", rid, done)
+    if trainer.is_global_zero and not trainer.interrupted and preempted is None:
         rd.mark_finished(trainer.global_step)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     return {"run_id": rid, "config_hash": digest, "run_dir": str(rd.root), "global_step": trainer.global_step,
-            "resumed_from": str(ckpt) if ckpt else None, "metrics": metrics}
+            "resumed_from": str(ckpt) if ckpt else None, "preempted": preempted is not None, "metrics": metrics}

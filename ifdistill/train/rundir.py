@@ -116,7 +116,7 @@ class RunDir:
                                     "hashed_config": hashed_config(cfg, ignore), "launches": []}
         if meta["config_hash"] != digest:
             raise RuntimeError(f"{self.root} belongs to config_hash {meta['config_hash']}, not {digest}")
-        meta["launches"].append({"time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        meta["launches"].append({"time": _now(),
                                  "resumed_from": resumed_from, "pid": os.getpid(), "host": socket.gethostname()})
         _atomic_write(self.config_yaml, OmegaConf.to_yaml(_resolved_where_possible(cfg)))
         _atomic_write(self.run_json, json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
@@ -124,11 +124,21 @@ class RunDir:
 
     def mark_finished(self, final_step: int) -> None:
         """Record that the current launch reached the end of training (``ifdistill-status`` reads it)."""
+        self._update_launch(finished=_now(), final_step=int(final_step))
+
+    def mark_stopped(self, step: int, reason: str) -> None:
+        """Record that the current launch stopped early for a requeue (checkpoint of ``step`` saved)."""
+        self._update_launch(stopped=_now(), stopped_at_step=int(step), stop_reason=reason)
+
+    def _update_launch(self, **fields: Any) -> None:
         meta = self.read_meta()
         if meta and meta.get("launches"):
-            meta["launches"][-1].update(finished=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                                        final_step=int(final_step))
+            meta["launches"][-1].update(fields)
             _atomic_write(self.run_json, json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def _resolved_where_possible(cfg: DictConfig) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from ifdistill.train.rundir import DEFAULT_HASH_IGNORE
 @dataclass
 class RunSchema:
     name: str = "train"
+    group: Optional[str] = None  # runs that belong together (a sweep): the W&B group
     dir: Optional[str] = None  # explicit run directory (default: derived from the config hash)
     resume: str = "auto"  # auto | never | required
     eval_every_n_steps: int = 50

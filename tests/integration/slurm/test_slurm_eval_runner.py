@@ -58,3 +58,40 @@ def test_failed_slurm_job_is_retried_then_given_up(slurm, tmp_path):
     events = q.drain(120)
     assert [e.kind for e in events] == ["failed", "gave_up"]
     assert events[0].exit_code == 7 and "failing on purpose" in events[0].log_tail
+
+
+def test_training_run_evaluates_its_checkpoint_as_a_slurm_job(slurm, tmp_path):
+    """A real training run (outside SLURM) with ``callbacks=checkpoint_eval_slurm``: the final checkpoint's
+    evaluation is its own SLURM job, and its results reach the run's metrics.json and W&B run. The
+    evaluator runs its HF backend here (a vLLM start-up would only add a minute; the command, the eval
+    config and the collection path are the same)."""
+    import json
+
+    from ifdistill.wandb_offline import find_run_dirs, read_run
+
+    out = tmp_path / "run"
+    argv = [str(Path(sys.executable).parent / "ifdistill-train"), "experiment=demo", "logger=wandb",
+            "callbacks=checkpoint_eval_slurm", "eval=synthetic", "eval.backend=hf",
+            "eval.data.max_examples=8", "eval.generation.max_new_tokens=16", "eval.runtime.progress=false",
+            "callbacks.checkpoint_eval.runner.gpus=null", "callbacks.checkpoint_eval.runner.cpus_per_task=1",
+            "callbacks.checkpoint_eval.runner.mem_gb=2", "callbacks.checkpoint_eval.runner.time_min=10",
+            "callbacks.checkpoint_eval.every_n_steps=100", "callbacks.checkpoint_eval.final_wait_s=300",
+            "trainer.max_steps=4", "datamodule.micro_batch_size=4", "data.heldout=8", "run.eval_every_n_steps=4",
+            f"paths.output_root={out}"]
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    (run_dir,) = [p.parent for p in (out / "train" / "runs").glob("*/run.json")]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert sorted(metrics["checkpoints"]) == ["4"] and metrics["failures"] == [], metrics["failures"]
+    sbatch = (run_dir / "evals" / "step_000004.attempt1.sbatch").read_text()  # written only by SlurmRunner
+    assert "ifdistill.evaluator.cli" in sbatch
+    states = subprocess.run(["sacct", "-n", "-X", "-P", "-S", "now-15minutes", "--name=ifdistill-eval-4",
+                             "-o", "State,WorkDir"], capture_output=True, text=True).stdout.split()
+    assert any(s.startswith("COMPLETED|") for s in states), states
+    results = json.loads((run_dir / "evals" / "step_000004" / "results.json").read_text())
+    assert metrics["checkpoints"]["4"]["metrics"] == results["metrics"]
+    (wandb_run,) = find_run_dirs(run_dir / "logs" / "wandb")
+    rows = [r for r in read_run(wandb_run)["history"] if "ifeval/prompt_level_strict_acc" in r]
+    assert [r["ifeval/step"] for r in rows] == [4]
+    assert rows[0]["ifeval/prompt_level_strict_acc"] == pytest.approx(results["metrics"]["prompt_level_strict_acc"])

@@ -84,13 +84,16 @@ def train(strategy: str, root: Path, timeout: float = 420) -> dict:
     return json.loads(lines[-1])
 
 
-def train_killed_then_resumed(strategy: str, root: Path, kill_after_step: int = 2, timeout: float = 420) -> dict:
-    """Start the run, ``kill -9`` its process group once checkpoint ``kill_after_step`` is on disk,
-    then run the same command again. Returns the second run's summary plus ``killed_at``."""
+def train_killed_then_resumed(strategy: str, root: Path, kill_after_step: int = 2, timeout: float = 420,
+                              sig: int = signal.SIGKILL) -> dict:
+    """Start the run, signal it once checkpoint ``kill_after_step`` is on disk, then run the same command
+    again. Returns the second run's summary plus ``killed_at`` (the step the first launch last saved).
+
+    ``SIGKILL`` goes to the whole process group (a crash); ``SIGUSR2`` (a SLURM requeue signal) only to
+    the launching process, i.e. rank 0: the ranks must agree to stop at the same step by themselves."""
     log = root / f"{strategy}.log"
     proc = launch(strategy, root, log)
     deadline = time.monotonic() + timeout
-    target = None
     while time.monotonic() < deadline and proc.poll() is None:
         runs = root / "train" / "runs"
         if runs.is_dir() and any(runs.iterdir()):
@@ -100,8 +103,17 @@ def train_killed_then_resumed(strategy: str, root: Path, kill_after_step: int = 
         time.sleep(0.02)
     if proc.poll() is not None:
         raise AssertionError(f"{strategy} run ended before it could be killed ({proc.returncode})\n{_tail(log)}")
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    if sig == signal.SIGKILL:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    else:
+        os.kill(proc.pid, sig)
+        try:
+            code = proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise AssertionError(f"{strategy} run did not stop after {sig!r}\n{_tail(log)}") from None
+        assert code == 0, f"{strategy} run stopped by {sig!r} exited {code}\n{_tail(log)}"
     newest = find_resume_checkpoint(run_dir(root) / "checkpoints")
     killed_at = int(newest.name.split("=")[1].split(".")[0]) if newest else 0
     assert killed_at < STEPS, f"the run had finished ({newest}) before the kill"
@@ -138,12 +150,12 @@ class Runs:
         self.base = base
         self.cache: dict[str, dict] = {}
 
-    def get(self, strategy: str, *, resumed: bool = False, tag: Optional[str] = None) -> dict:
-        key = tag or (f"{strategy}-resumed" if resumed else strategy)
+    def get(self, strategy: str, *, resumed: bool = False, sig: int = signal.SIGKILL, tag: Optional[str] = None) -> dict:
+        key = tag or (f"{strategy}-resumed-{signal.Signals(sig).name}" if resumed else strategy)
         if key not in self.cache:
             root = self.base / key
             t0 = time.monotonic()
-            summary = train_killed_then_resumed(strategy, root) if resumed else train(strategy, root)
+            summary = train_killed_then_resumed(strategy, root, sig=sig) if resumed else train(strategy, root)
             summary["seconds"] = time.monotonic() - t0
             print(f"[runs] {key}: {summary['seconds']:.1f} s", file=sys.stderr)
             self.cache[key] = summary

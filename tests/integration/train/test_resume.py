@@ -4,6 +4,10 @@ with weights bit-identical to an uninterrupted run (LoRA dropout 0.1 is on, so R
 
 from __future__ import annotations
 
+import json
+import signal
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -34,3 +38,19 @@ def test_killed_run_resumes_bit_identical(runs, strategy):
     ref_rows, res_rows = _train_rows(ref), _train_rows(res)
     later = [s for s in ref_rows if s >= res["killed_at"]]
     assert later and all(res_rows[s] == ref_rows[s] for s in later)
+
+
+def test_requeue_signal_saves_its_step_and_resumes_bit_identical(runs):
+    """SIGUSR2 (SLURM's warning before a time limit or a preemption) to rank 0 of a 2-rank DDP run: both
+    ranks stop at the same optimizer step, that step is checkpointed (not only the periodic ones), and
+    the re-run resumes from it to the uninterrupted run's final weights."""
+    ref = runs.get("ddp")
+    res = runs.get("ddp", resumed=True, sig=signal.SIGUSR2)
+    meta = json.loads((Path(res["run_dir"]) / "run.json").read_text())
+    first, second = meta["launches"]
+    assert "finished" not in first and "SIGUSR2" in first["stop_reason"]
+    assert first["stopped_at_step"] == res["killed_at"] and 2 <= res["killed_at"] < STEPS
+    assert res["resumed_from"].endswith(f"step={res['killed_at']:06d}.ckpt")
+    assert second["final_step"] == STEPS
+    a, b = lora_weights(ref), lora_weights(res)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -1,0 +1,89 @@
+"""Hydra multirun sweeps: job and run names from the swept values, the W&B group of a sweep, and one guard.
+
+``ifdistill-train -m experiment=ifeval_replay_sweep [hydra/launcher=slurm]`` runs one training per
+combination of the preset's ``hydra.sweeper.params``. Each run is named by *what was swept*
+(``ratio-0.05_method-distill_seed-1``), not by every override on the command line, so the names stay
+short and a W&B panel grouped by name reads like the sweep's table. The run id stays
+``<name>-<config_hash[:12]>`` (:mod:`ifdistill.train.rundir`), so names never need to be unique by
+themselves and a requeued job finds its run again.
+
+The guard: Hydra multirun with more than one device per job on the local (basic) launcher would let
+Lightning start the other ranks by re-running the command line -- and each of them re-runs the *whole
+sweep* (../shared/notes/slurm-localhost.md). Multi-device sweeps go through ``hydra/launcher=slurm``
+(one task per device, srun starts the ranks), or a loop of single runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _hydra() -> Any:
+    from hydra.core.hydra_config import HydraConfig
+
+    return HydraConfig.get() if HydraConfig.initialized() else None
+
+
+_NOT_NAMING = ("experiment", "paths.", "hydra.", "hydra/")
+_MAX_NAME = 120
+
+
+def sweep_name(overrides: Any, params: Any = None) -> str:
+    """A job's name from its overrides: only the keys the sweep preset sweeps (``hydra.sweeper.params``)
+    when it has any, else every override except paths, hydra's own and the experiment.
+
+    ``["data.ratio=0.05", "method=distill", "x=1"]`` with params ``data.ratio, method`` ->
+    ``ratio-0.05_method-distill``: each part is the key's last component and the value, made safe for
+    directory names and W&B ids, in the order of the params. A name longer than 120 characters keeps
+    its start and gets a hash of the whole (file names are limited to 255 bytes)."""
+    values: dict[str, str] = {}
+    for item in overrides or []:
+        key, sep, value = str(item).partition("=")
+        if sep:
+            values[key.lstrip("+~")] = value
+    keys = [str(k) for k in (params or {}).keys()]
+    chosen = [k for k in keys if k in values] if keys else sorted(
+        k for k in values if not k.startswith(_NOT_NAMING))
+    name = _UNSAFE.sub("-", "_".join(f"{k.split('.')[-1]}-{values[k]}" for k in chosen)).strip("-") or "run"
+    if len(name) > _MAX_NAME:
+        name = f"{name[:_MAX_NAME - 9]}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
+    return name
+
+
+def slurm_gpus(accelerator: str, devices: Any) -> Any:
+    """Resolver for the slurm launcher's ``gpus_per_node``: the trainer's devices unless it runs on CPU."""
+    return None if str(accelerator) == "cpu" else devices
+
+
+def check_launch(cfg: Any) -> None:
+    """Refuse Hydra multirun + Lightning-launched multi-process training on the basic launcher."""
+    from hydra.types import RunMode
+
+    hydra = _hydra()
+    if hydra is None or hydra.mode != RunMode.MULTIRUN:
+        return
+    if "submitit" in str(hydra.launcher.get("_target_", "")):
+        return
+    devices = cfg.trainer.get("devices", 1)
+    if _device_count(devices) * int(cfg.trainer.get("num_nodes", 1) or 1) > 1:
+        raise ValueError(
+            f"Hydra multirun (-m) with trainer.devices={devices} on the {hydra.launcher._target_} launcher: "
+            "Lightning would start the other ranks by re-running this command line, and each would re-run "
+            "the whole sweep. Sweep multi-device runs with hydra/launcher=slurm (one task per device) or "
+            "run them one by one without -m.")
+
+
+def _device_count(devices: Any) -> int:
+    if isinstance(devices, int) and devices > 0:
+        return devices
+    if isinstance(devices, str) and devices not in ("auto", "-1"):
+        return len([d for d in devices.split(",") if d.strip()]) if "," in devices else int(devices)
+    if not isinstance(devices, (int, str)):  # a list of device indices
+        return len(devices)
+    import torch  # "auto" / -1: every visible GPU, one CPU process
+
+    return max(1, torch.cuda.device_count())
