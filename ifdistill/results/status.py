@@ -6,7 +6,9 @@ directories are named by config hash, not by Hydra. State:
 
 - ``finished``  the last launch recorded its end (``finished`` in ``run.json``);
 - ``running``   the last launch's process is alive on this host;
-- ``stopped``   neither: crashed, killed, preempted or on another node (re-run the same command, or let
+- ``requeued``  the last launch saved its step on a requeue signal (time limit, preemption) and handed the
+  job back (``stopped_at_step`` in ``run.json``); the next launch resumes there;
+- ``stopped``   none of these: crashed, killed or on another node (re-run the same command, or let
   SLURM requeue it, to resume from the newest checkpoint).
 """
 
@@ -83,6 +85,8 @@ def run_status(run: Path) -> dict[str, Any]:
         state = "finished"
     elif _alive(launch.get("pid"), launch.get("host")):
         state = "running"
+    elif launch.get("stopped_at_step") is not None:
+        state = "requeued"
     else:
         state = "stopped"
     metrics = run_metrics.read(run)

@@ -188,3 +188,32 @@ def test_ddp_only_rank0_exports_and_launches(tmp_path):
         "step_000005.attempt1.log", "step_000010.attempt1.log"]  # one launch per checkpoint, by rank 0
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert sorted(metrics["checkpoints"]) == ["10", "5"] and metrics["failures"] == []
+
+
+def test_requeue_signal_stops_evaluations_and_the_resumed_run_evaluates_them(tmp_path):
+    """SIGUSR2 while the step-4 evaluation runs: training saves its step and stops, the evaluation is
+    stopped with it (recorded, not left running); the same command resumes and evaluates step 4 first,
+    so every checkpoint ends up scored. (HF backend: what matters here is the queue, not vLLM.)"""
+    args = [str(BIN / "ifdistill-train"), *BASE, f"paths.output_root={tmp_path}", "logger=csv", "eval.backend=hf",
+            "trainer.max_steps=8", "callbacks.checkpoint_eval.every_n_steps=4", "run.checkpoint_every_n_steps=4"]
+    proc = subprocess.Popen(args, env=_env(), stdout=(tmp_path / "first.log").open("w"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline and not _eval_pids("step_000004"):
+        time.sleep(0.1)
+    assert proc.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
+    proc.send_signal(signal.SIGUSR2)
+    assert proc.wait(timeout=120) == 0, (tmp_path / "first.log").read_text()[-3000:]
+    (run_dir,) = [p.parent for p in (tmp_path / "train" / "runs").glob("*/run.json")]
+    first = json.loads((run_dir / "run.json").read_text())["launches"][-1]
+    assert 4 <= first["stopped_at_step"] < 8 and "finished" not in first
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert "4" not in metrics["checkpoints"]
+    assert any(f["step"] == 4 and "training stopped" in f["reason"] for f in metrics["failures"])
+    time.sleep(1)
+    assert not _eval_pids(str(run_dir))  # the evaluation did not outlive the training process
+
+    again = subprocess.run(args, env=_env(), capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-3000:]
+    assert "step 4: exported by an earlier launch, not evaluated yet; queued" in again.stdout
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert sorted(metrics["checkpoints"], key=int) == ["4", "8"]

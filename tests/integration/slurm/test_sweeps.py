@@ -134,6 +134,11 @@ def test_slurm_sweep_with_a_requeued_job_ends_like_an_uninterrupted_run(slurm, t
     assert len(json.loads((runs["ratio-0.5_method-sft_seed-1"] / "run.json").read_text())["launches"]) == 1
     pointed = {Path(p.read_text().strip()) for p in (out / "sweep").glob("*/run_dir.txt")}
     assert pointed == set(runs.values())
+    status = subprocess.run([sys.executable, "-m", "ifdistill.results.status", "--json", str(out / "sweep")],
+                            capture_output=True, text=True, check=True).stdout
+    rows = {json.loads(line)["run_id"].rsplit("-", 1)[0]: json.loads(line) for line in status.splitlines()}
+    assert {k: (r["state"], r["launches"], r["last_step"]) for k, r in rows.items()} == {
+        name: ("finished", 2, STEPS), "ratio-0.5_method-sft_seed-1": ("finished", 1, STEPS)}
 
     # W&B: the requeued job continued the same run id, in the sweep's group, without gaps.
     wb = [read_run(d) for d in find_run_dirs(runs[name] / "logs" / "wandb")]
