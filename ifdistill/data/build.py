@@ -41,6 +41,9 @@ class DataConfig:
     total: int | None = None
     allow_replay_repeats: bool = False
     seed: int = 1234
+    # The training order's seed (null: `seed`). Kept apart so that seed replicates of a run can shuffle
+    # differently while their data -- the mixture, the held-out sets, the demonstrations -- stays the same.
+    order_seed: int | None = None
     shuffle: bool = True
     max_length: int | None = 2048
     truncation: str = "drop"
@@ -275,7 +278,8 @@ def build_train_dataset(config: DataConfig | Mapping[str, Any], tokenizer, *, ma
         _attach_icl(tokenizer, cfg, items, new_examples + replay_examples,
                     DemoSelector(pool, seed=cfg.icl_seed if cfg.icl_seed is not None else cfg.seed), stats)
         manifest.set("icl", {"k": cfg.icl_k, "pool": "new training data", **stats})
-    manifest.data["mix"].update({"ratio": cfg.ratio, "total": cfg.total, "seed": cfg.seed, "n_new": plan.n_new,
+    manifest.data["mix"].update({"ratio": cfg.ratio, "total": cfg.total, "seed": cfg.seed,
+                                 "order_seed": cfg.order_seed, "n_new": plan.n_new,
                                  "n_replay": plan.n_replay, "replay_per_source": plan.per_source})
     manifest.record_usage(items)
     for entry in manifest.data["sources"].values():
@@ -283,7 +287,8 @@ def build_train_dataset(config: DataConfig | Mapping[str, Any], tokenizer, *, ma
             entry["length"] = entry["length"].to_dict()
     if manifest_path is not None:
         manifest.write(manifest_path)
-    train = TrainDataset(items, len(new_items), seed=cfg.seed, shuffle=cfg.shuffle, new_index=keep)
+    order_seed = cfg.order_seed if cfg.order_seed is not None else cfg.seed
+    train = TrainDataset(items, len(new_items), seed=order_seed, shuffle=cfg.shuffle, new_index=keep)
     held_ds = {k: TrainDataset(v, len(v), seed=cfg.seed, shuffle=False) for k, v in heldout.items() if v}
     return TrainData(train=train, heldout=held_ds, manifest=manifest, plan=plan)
 

@@ -13,7 +13,8 @@ across replicates); else metrics.json's ``config``.
 
 Ignored by :func:`grouping_hash` (the complete list; anything else counts):
 
-- any key named ``seed`` at any depth (``seed``, ``data.seed``, ``trainer.seed``): the replicate;
+- any key named ``seed`` or ``order_seed`` at any depth (``seed``, ``data.seed``, ``data.order_seed``,
+  which follows the run's seed): the replicate;
 - top-level sections ``paths``, ``hydra``, ``logger``, ``loggers``, ``wandb``, ``callbacks``: where
   things are written, how they are logged and evaluated;
 - top-level ``run``, ``sweep``, ``job``, ``task_name``: run naming/resume/cadence, Hydra's run and
@@ -37,7 +38,7 @@ from typing import Any
 CONFIG_FILES = ("run.json", "config.yaml", ".hydra/config.yaml")
 
 IGNORED_ANY_DEPTH = frozenset({
-    "seed", "config_hash", "output_dir", "log_dir", "save_dir", "dirpath", "run_dir", "wandb_dir",
+    "seed", "order_seed", "config_hash", "output_dir", "log_dir", "save_dir", "dirpath", "run_dir", "wandb_dir",
     "run_name", "run_id",
 })
 IGNORED_TOP_LEVEL = frozenset({"paths", "hydra", "logger", "loggers", "wandb", "callbacks", "run", "sweep",

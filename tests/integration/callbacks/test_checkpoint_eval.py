@@ -143,25 +143,36 @@ def _saboteur(out: Path, stop: threading.Event) -> None:
         time.sleep(0.2)
 
 
-def test_killed_and_hung_evaluations_are_recorded_and_backfilled(tmp_path):
+@pytest.fixture(scope="module")
+def sabotaged(tmp_path_factory) -> dict:
+    """A second run (seed 7) whose step-10 evaluator is killed and step-20 one frozen, then back-filled.
+    Returns the run dir, its metrics.json right after training, and the back-fill process."""
+    out = tmp_path_factory.mktemp("sabotaged")
     stop = threading.Event()
-    saboteur = threading.Thread(target=_saboteur, args=(tmp_path, stop), daemon=True)
+    saboteur = threading.Thread(target=_saboteur, args=(out, stop), daemon=True)
     saboteur.start()
     try:
-        run_dir = train_cli(tmp_path, "callbacks.checkpoint_eval.retries=0",
-                            "callbacks.checkpoint_eval.timeout_s=45", "seed=7")
+        run_dir = train_cli(out, "callbacks.checkpoint_eval.retries=0", "callbacks.checkpoint_eval.timeout_s=45",
+                            "seed=7")
     finally:
         stop.set()
+    after_training = json.loads((run_dir / "metrics.json").read_text())
+    leftover = _eval_pids(str(run_dir))
+    backfill = subprocess.run([str(BIN / "ifdistill-eval"), "backfill", f"run_dir={run_dir}"], env=_env(),
+                              capture_output=True, text=True, timeout=600)
+    return {"run_dir": run_dir, "after_training": after_training, "leftover": leftover, "backfill": backfill}
+
+
+def test_killed_and_hung_evaluations_are_recorded_and_backfilled(sabotaged):
+    run_dir, metrics = sabotaged["run_dir"], sabotaged["after_training"]
     # Training finished; both failures are recorded with their cause; nothing was logged as a result.
-    metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["checkpoints"] == {}
     reasons = {f["step"]: f["reason"] for f in metrics["failures"] if f["attempt"] >= 1}
     assert "killed by signal 9" in reasons[10] and "timed out" in reasons[20]
     assert {f["step"] for f in metrics["failures"] if "missing at end" in f["reason"]} == {10, 20}
-    assert not _eval_pids(str(run_dir))  # no evaluator left behind, frozen or not
+    assert not sabotaged["leftover"]  # no evaluator left behind, frozen or not
 
-    proc = subprocess.run([str(BIN / "ifdistill-eval"), "backfill", f"run_dir={run_dir}"], env=_env(),
-                          capture_output=True, text=True, timeout=600)
+    proc = sabotaged["backfill"]
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert sorted(metrics["checkpoints"]) == ["10", "20"]
@@ -217,3 +228,47 @@ def test_requeue_signal_stops_evaluations_and_the_resumed_run_evaluates_them(tmp
     assert "step 4: exported by an earlier launch, not evaluated yet; queued" in again.stdout
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert sorted(metrics["checkpoints"], key=int) == ["4", "8"]
+
+
+def test_report_compares_the_two_demo_runs(run_dir, sabotaged, tmp_path):
+    """ifdistill-report on the two runs above (same config, seeds 42 and 7; one evaluated during training,
+    one back-filled): final metrics, the paired test on the prompt vectors, the seed group, curves."""
+    from ifdistill.ifeval.stats import mcnemar_exact
+
+    other = sabotaged["run_dir"]
+    assert sabotaged["backfill"].returncode == 0
+    out = tmp_path / "report"
+    proc = subprocess.run([sys.executable, "-m", "ifdistill.results.cli", str(run_dir), str(other), "-o", str(out),
+                           "--bootstrap-resamples", "500"], env={**_env(), "MPLBACKEND": "Agg"},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    report = json.loads((out / "metrics.json").read_text())
+    rows = {r["name"]: r for r in report["runs"]}
+    assert set(rows) == {run_dir.name, other.name} and report["baseline"] == run_dir.name
+    for d in (run_dir, other):
+        final = json.loads((d / "metrics.json").read_text())["checkpoints"]["20"]["metrics"]
+        assert rows[d.name]["final"]["prompt_level_strict_acc"] == pytest.approx(final["prompt_level_strict_acc"])
+        assert rows[d.name]["tfce"] is not None  # held-out teacher-forced CE recorded at validation
+    (delta,) = report["deltas"]
+    vec = {d: {s["key"]: s["strict_prompt"] for s in _samples(d / "evals" / "step_000020" / "samples.jsonl")}
+           for d in (run_dir, other)}
+    keys = sorted(vec[run_dir])
+    test = mcnemar_exact([vec[run_dir][k] for k in keys], [vec[other][k] for k in keys])
+    assert delta["n_paired"] == 12 and delta["eval_config_match"]
+    assert delta["mcnemar"]["strict"]["p_value"] == pytest.approx(test["p_value"])
+    (group,) = report["seed_groups"]  # the config hash differs by the seed only
+    assert sorted(group["seeds"]) == [7, 42] and group["n"] == 2
+    assert group["stats"]["prompt_level_strict_acc"]["mean"] == pytest.approx(
+        (rows[run_dir.name]["final"]["prompt_level_strict_acc"] + rows[other.name]["final"]["prompt_level_strict_acc"]) / 2)
+    for d in (run_dir, other):  # the curve: both checkpoints, with the teacher-forced CE at each step
+        curve = report["curves"][d.name]
+        assert [p["step"] for p in curve] == [10, 20] and all(p["tfce"] is not None for p in curve)
+    md = (out / "report.md").read_text()
+    assert run_dir.name in md and other.name in md
+    for png in ("ifeval_vs_step.png", "tf_vs_ifeval.png", "per_type_heatmap.png"):
+        assert (out / png).stat().st_size > 10_000, png
+    keep = os.environ.get("IFDISTILL_KEEP_REPORT")  # to look at the PNGs: IFDISTILL_KEEP_REPORT=/some/dir
+    if keep:
+        import shutil
+
+        shutil.copytree(out, keep, dirs_exist_ok=True)

@@ -35,7 +35,7 @@ from ifdistill.train.checkpointing import consolidated_state_dict, find_resume_c
 from ifdistill.wandb_offline import find_run_dirs, read_run
 from tests.support import require
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+pytestmark = [pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[3]
 STEPS = 16
@@ -107,6 +107,7 @@ def _final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
     return consolidated_state_dict(ckpt)
 
 
+@pytest.mark.slurm
 def test_slurm_sweep_with_a_requeued_job_ends_like_an_uninterrupted_run(slurm, tmp_path):
     out = tmp_path / "slurm"
     proc = _train(out, *SLURM, "data.ratio=0,0.5", multirun=True)
@@ -157,6 +158,7 @@ def test_slurm_sweep_with_a_requeued_job_ends_like_an_uninterrupted_run(slurm, t
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slurm
 def test_slurm_sweep_with_a_failing_job_fails_clearly(slurm, tmp_path):
     out = tmp_path / "failing"
     proc = _train(out, *SLURM, "data.ratio=0,1.5", "trainer.max_steps=2", "logger=csv", multirun=True)

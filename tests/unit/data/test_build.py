@@ -68,6 +68,20 @@ def test_exact_nested_mixture_after_length_drops(tok, sources, tmp_path):
     assert m["mix"]["realised"]["replay_share_examples"] == 0.5
 
 
+def test_order_seed_changes_the_order_only(tok, sources):
+    """Seed replicates (order_seed = the run's seed): same mixture and held-out set, another order."""
+    a, b, c = (build_train_dataset(config(sources, 0.18, heldout=10, order_seed=o), tok) for o in (1, 2, 1))
+
+    def order(d):
+        return [(d.train[i]["source"], d.train[i]["row_id"]) for i in d.train.epoch_order(0)]
+
+    def held(d):
+        return {k: [it["row_id"] for it in v.items] for k, v in d.heldout.items()}
+
+    assert sorted(order(a)) == sorted(order(b)) and order(a) != order(b) and order(a) == order(c)
+    assert held(a) == held(b)
+
+
 def test_manifest_contents(tok, sources, tmp_path):
     data = build_train_dataset(config(sources, 0.18, heldout=10), tok, manifest_path=tmp_path)
     m = json.loads((tmp_path / "data_manifest.json").read_text())
