@@ -37,7 +37,7 @@ from typing import Any, Optional
 
 import torch
 
-from ifdistill.train.losses import DIVERGENCES, cross_entropy, divergence, token_stats
+from ifdistill.train.losses import DIVERGENCES, ce_kd_with_stats, divergence, token_stats
 from ifdistill.train.modeling import SelectiveLM, adapter_disabled, build_model, is_peft
 from ifdistill.train.sft_module import STAT_KEYS, SFTModule
 from ifdistill.train.token_sums import ratio
@@ -132,15 +132,15 @@ class ICLDistillModule(SFTModule):
         # student's graph is built.
         t_logits = self.teacher_logits(batch, rows, t_cols)
         s_logits = self.lm(batch["input_ids"], rows, s_cols, attention_mask=batch.get("attention_mask"))
+        r = self.kd["kd_ratio"]
+        if self.kd["kind"] == "forward" and self.kd["temperature"] == 1.0 and self.kd["topk"] is None:
+            return ce_kd_with_stats(s_logits, targets, t_logits, kd_ratio=r)  # the default: one fused pass
+        ce, stats = ce_kd_with_stats(s_logits, targets)
         kd = divergence(s_logits, t_logits, targets, kind=self.kd["kind"], beta=self.kd["beta"],
                         temperature=self.kd["temperature"], topk=self.kd["topk"], reduction="sum")
-        ce = cross_entropy(s_logits, targets, reduction="sum")
-        r = self.kd["kd_ratio"]
-        loss_sum = r * kd + (1.0 - r) * ce
-        stats = token_stats(s_logits, targets)
         stats.update({"kd": kd.detach(), "ce": ce.detach()})
         stats.update({"teacher_" + k: v for k, v in token_stats(t_logits, targets).items()})
-        return loss_sum, stats
+        return r * kd + (1.0 - r) * ce, stats
 
     def train_metrics(self, sums: Mapping[str, float]) -> dict[str, float]:
         out = super().train_metrics(sums)

@@ -103,6 +103,78 @@ def token_stats(logits: torch.Tensor, labels: torch.Tensor, *, ignore_index: int
                 "entropy": _reduce(ent, keep, "sum"), "count": keep.sum().to(torch.float32)}
 
 
+class _SoftmaxLosses(torch.autograd.Function):
+    """Forward: one log-softmax per side feeds the loss and every statistic. Backward: the closed form
+    ``w * (p_s - (1 - r) * onehot - r * p_t)`` from the saved probabilities (no log-softmax backward)."""
+
+    @staticmethod
+    def forward(ctx, logits, safe, weight, teacher_logits, kd_ratio):
+        logp = F.log_softmax(logits, dim=-1)
+        p = logp.exp()
+        nll = -logp.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+        sums = {"nll": (nll * weight).sum(), "entropy": -(torch.linalg.vecdot(p, logp) * weight).sum()}
+        loss = sums["nll"].clone()
+        tp = None
+        if teacher_logits is not None:
+            tlogp = F.log_softmax(teacher_logits, dim=-1)
+            tp = tlogp.exp()
+            t_neg_ent = torch.linalg.vecdot(tp, tlogp)
+            kd = t_neg_ent - torch.linalg.vecdot(tp, logp)  # KL(p_t || p_s) = sum p_t log p_t - sum p_t log p_s
+            sums["kd"] = (kd * weight).sum()
+            sums["teacher_nll"] = -(tlogp.gather(-1, safe.unsqueeze(-1)).squeeze(-1) * weight).sum()
+            sums["teacher_entropy"] = -(t_neg_ent * weight).sum()
+            loss = kd_ratio * sums["kd"] + (1.0 - kd_ratio) * sums["nll"]
+        ctx.kd_ratio = kd_ratio
+        ctx.save_for_backward(p, safe, weight, tp if kd_ratio != 0.0 else None)
+        ctx.mark_non_differentiable(*sums.values())
+        return (loss, *sums.values())
+
+    @staticmethod
+    def backward(ctx, grad_loss, *unused):
+        p, safe, weight, tp = ctx.saved_tensors
+        r = ctx.kd_ratio
+        gw = (grad_loss * weight).unsqueeze(-1)
+        grad = p * gw
+        grad.scatter_add_(-1, safe.unsqueeze(-1), -(1.0 - r) * gw if r != 0.0 else -gw)
+        if tp is not None:
+            grad.addcmul_(tp, gw, value=-r)
+        return grad, None, None, None, None
+
+
+def ce_kd_with_stats(logits: torch.Tensor, labels: torch.Tensor, teacher_logits: Optional[torch.Tensor] = None, *,
+                     kd_ratio: float = 0.0, ignore_index: int = IGNORE_INDEX) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The training objective and its token sums in one pass over ``(N, V)`` logits.
+
+    Without a teacher: the sum of the cross-entropy over the counted tokens (what
+    ``cross_entropy(..., reduction="sum")`` computes) and the :func:`token_stats` sums. With one:
+    ``kd_ratio * sum KL(teacher || student) + (1 - kd_ratio) * sum CE`` (forward KL, temperature 1, no
+    top-k: the default distillation setting) plus ``kd``/``ce`` and the teacher's ``teacher_*`` sums.
+
+    Why: computed separately, the loss, its backward and the logged metrics take about a dozen passes
+    over the ``(N, V)`` logits (a log-softmax for the loss, another for the metrics, the log-softmax
+    backward, ...), which is ~10% of a small model's SFT step on CPU. Here each side gets one
+    log-softmax and one exp, the gradient is the closed form above, and the metrics reuse the same
+    probabilities. Values equal the reference functions up to float rounding (unit-tested).
+    """
+    if not 0.0 <= kd_ratio <= 1.0:
+        raise ValueError(f"kd_ratio must be in [0, 1], got {kd_ratio}")
+    keep = labels != ignore_index
+    safe = torch.where(keep, labels, torch.zeros_like(labels))
+    weight = keep.to(torch.float32)
+    t = teacher_logits.detach().float() if teacher_logits is not None else None
+    loss, *values = _SoftmaxLosses.apply(logits.float(), safe, weight, t, float(kd_ratio))
+    names = ["nll", "entropy"] + (["kd", "teacher_nll", "teacher_entropy"] if t is not None else [])
+    stats = dict(zip(names, values))
+    with torch.no_grad():
+        stats["correct"] = ((logits.argmax(dim=-1) == labels) & keep).sum().to(torch.float32)
+        stats["count"] = weight.sum()
+        if t is not None:
+            stats["ce"] = stats["nll"]
+            stats["teacher_correct"] = ((t.argmax(dim=-1) == labels) & keep).sum().to(torch.float32)
+            stats["teacher_count"] = stats["count"]
+    return loss, stats
+
+
 def _log_probs(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float,
                topk: Optional[int]) -> tuple[torch.Tensor, torch.Tensor]:
     if temperature <= 0:

@@ -32,7 +32,7 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 
-from ifdistill.train.losses import cross_entropy, supervised_positions, token_stats
+from ifdistill.train.losses import ce_kd_with_stats, supervised_positions, token_stats
 from ifdistill.train.modeling import SelectiveLM, build_model, decoder_layers
 from ifdistill.train.token_sums import TokenSums, ratio, token_metrics
 
@@ -163,8 +163,7 @@ class SFTModule(pl.LightningModule):
     def objective(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Sum (not mean) of the per-token loss of one micro-batch, and the sums to log."""
         logits, targets = self.student_logits(batch)
-        loss_sum = cross_entropy(logits, targets, reduction="sum")
-        return loss_sum, token_stats(logits, targets)
+        return ce_kd_with_stats(logits, targets)  # one softmax for the loss and the metrics
 
     # -- training ---------------------------------------------------------------------------------
     def _step_tokens(self, batch: Mapping[str, torch.Tensor], local_count: torch.Tensor) -> torch.Tensor:

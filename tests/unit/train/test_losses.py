@@ -137,3 +137,29 @@ def test_teacher_gradient_is_not_needed_but_student_gets_one():
     t = torch.randn(3, 5)
     L.divergence(s, t, torch.tensor([0, 1, 2])).backward()
     assert s.grad is not None and s.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("kd_ratio", [None, 0.0, 0.3, 1.0])
+def test_fused_objective_equals_the_reference_functions_in_value_and_gradient(kd_ratio):
+    torch.manual_seed(0)
+    student = (3 * torch.randn(7, 11)).requires_grad_()
+    teacher = 3 * torch.randn(7, 11)
+    labels = torch.tensor([3, 0, IGN, 10, 5, IGN, 1])
+    ref_s = student.detach().clone().requires_grad_()
+    if kd_ratio is None:  # SFT: cross-entropy sum + token stats
+        loss, stats = L.ce_kd_with_stats(student, labels)
+        ref = L.cross_entropy(ref_s, labels, reduction="sum")
+    else:
+        loss, stats = L.ce_kd_with_stats(student, labels, teacher, kd_ratio=kd_ratio)
+        ref = L.distillation_loss(ref_s, teacher, labels, kd_ratio=kd_ratio, reduction="sum")
+        assert stats["kd"].item() == pytest.approx(L.divergence(student, teacher, labels, reduction="sum").item(), rel=1e-5)
+        assert stats["ce"] is stats["nll"]
+        for key, value in L.token_stats(teacher, labels).items():
+            assert stats["teacher_" + key].item() == pytest.approx(value.item(), rel=1e-5), key
+    for key, value in L.token_stats(student.detach(), labels).items():
+        assert stats[key].item() == pytest.approx(value.item(), rel=1e-5), key
+    assert loss.item() == pytest.approx(ref.item(), rel=1e-5)
+    (2.5 * loss).backward()
+    (2.5 * ref).backward()
+    assert torch.allclose(student.grad, ref_s.grad, atol=1e-6)
+    assert student.grad[2].abs().max() == 0 and student.grad[5].abs().max() == 0  # ignored positions
