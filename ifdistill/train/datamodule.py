@@ -238,7 +238,8 @@ class TrainDataModule(pl.LightningDataModule):
         pool = [examples[key] for key in sorted(used)]
         seed = cfg.icl_seed if cfg.icl_seed is not None else cfg.seed
         return SharedDemoCollator(self.tokenizer, pool, examples, k=self.icl_k, seed=seed, pad_token_id=pad,
-                                  enable_thinking=self.model_cfg.get("enable_thinking"))
+                                  enable_thinking=self.model_cfg.get("enable_thinking"),
+                                  teacher_max_length=cfg.teacher_max_length)
 
     def _world(self) -> tuple[int, int]:
         t = self.trainer

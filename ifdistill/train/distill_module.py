@@ -15,9 +15,10 @@ Teachers (``teacher=``):
 - ``separate``: another model (``teacher_model``: a ``model``-like section), loaded frozen.
 - ``self_stopgrad``: the current weights, under ``no_grad`` (the target moves with training).
 
-Demonstrations (``demos=``, read by the datamodule): ``per_example`` -- the data layer's k demonstrations
-chosen for each example -- or ``shared``: one set per micro-batch, which the teacher runs once and
-continues with every example (:mod:`ifdistill.train.shared_demos`; about 3x less teacher compute at k=4).
+Demonstrations (``demos=``, read by the datamodule): ``shared`` (the config default) -- one set per
+micro-batch, which the teacher runs once and continues with every example
+(:mod:`ifdistill.train.shared_demos`; about 3x less teacher compute at k=4, same expected gradient) --
+or ``per_example``: the data layer's k demonstrations chosen for each example.
 
 The teacher always runs under ``no_grad`` and in eval mode (no dropout: the target must not be noisy),
 and only at the completion positions of the LM head. Frozen copies are kept out of the module tree

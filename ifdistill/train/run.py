@@ -108,7 +108,7 @@ def build_datamodule(cfg: DictConfig, rd: Optional[RunDir] = None):
 
     icl_k = int(cfg.method.k) if "k" in cfg.method else None  # distillation methods name their demo count
     return TrainDataModule(_container(cfg.data), _container(cfg.model), icl_k=icl_k,
-                           demos=str(cfg.method.get("demos", "per_example")),
+                           demos=str(cfg.method.get("demos", "shared")),
                            manifest_path=manifest_file(rd.data) if rd is not None else None,
                            **_container(cfg.datamodule))
 

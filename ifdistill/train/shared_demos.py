@@ -2,12 +2,21 @@
 
 Why: with a set of demonstrations per example (``ifdistill.data.icl``'s rule, ``demos=per_example``)
 the 4-shot teacher reads about five times the student's tokens, and its forward pass dominates the
-step (about 3.3x an SFT step on CPU, see bench/bench_train.py). When all examples of a micro-batch
-share the demonstrations, the teacher runs them once, repeats their key/value cache over the batch
-and continues with each example (``SelectiveLM(prefix_ids=...)``): the logits are those of the full
-teacher conversation, at a fraction of the cost. The price is a modelling choice -- the examples of a
-micro-batch see the same demonstrations (different batches see different ones) -- which is why it is
-an option and not the default.
+step (about 3x an SFT step on CPU, see bench/bench_train.py; the issue's budget is 2x). When all
+examples of a micro-batch share the demonstrations, the teacher runs them once, repeats their
+key/value cache over the batch and continues with each example (``SelectiveLM(prefix_ids=...)``): the
+logits are those of the full teacher conversation, at a fraction of the cost (about 1.8x an SFT step).
+
+This is the default (``conf/method/distill.yaml``). It does not change what is optimised in
+expectation: each example's demonstrations are still a random k-subset of the pool that excludes the
+example itself (here also its batch-mates: negligible for a pool of thousands), drawn by the same
+selector, so the expected gradient is that of per-example sets. What
+changes is only the correlation inside a micro-batch (its examples share one draw, so one step's
+gradient is a little noisier; different batches still see different sets). ``demos=per_example``
+stays available for those who want independent draws at ~1.7x the step cost.
+
+``data.teacher_max_length`` applies as in the data layer: while the longest teacher conversation of
+the batch exceeds it, the first demonstration is dropped (``demos_removed_for_length`` counts them).
 
 Selection follows the data layer's rule (:class:`ifdistill.data.icl.DemoSelector`: canonical pool
 order, seeded permutation, a start derived from a key): the key is the batch's sorted example ids, and
@@ -57,10 +66,13 @@ class SharedDemoCollator:
     """Student batch + one shared demonstration prefix (or per-example teacher views as a fallback)."""
 
     def __init__(self, tokenizer, pool: Sequence[Example], examples: Mapping[tuple[str, str], Example], *,
-                 k: int, seed: int, pad_token_id: int, enable_thinking: Optional[bool] = None):
+                 k: int, seed: int, pad_token_id: int, enable_thinking: Optional[bool] = None,
+                 teacher_max_length: Optional[int] = None):
         if k < 1:
             raise ValueError("shared demonstrations need k >= 1")
         self.tok, self.k, self.enable_thinking = tokenizer, int(k), enable_thinking
+        self.teacher_max_length = teacher_max_length
+        self.demos_removed_for_length = 0
         self.selector = DemoSelector(pool, seed=seed)
         self.examples = examples
         self.icl = IclCollator(pad_token_id)
@@ -84,13 +96,20 @@ class SharedDemoCollator:
 
     def __call__(self, items: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
         exs = [self.examples[(it["source"], it["row_id"])] for it in items]
+        students = [self._render(ex.messages) for ex in exs]
         demos = self.choose(exs)
+        while True:  # data.teacher_max_length, as the data layer applies it: drop the first demonstration
+            teachers = [self._render(with_demos(ex.messages, demos)) for ex in exs]
+            cap = self.teacher_max_length
+            if cap is None or not demos or max(len(t) for t in teachers) <= cap:
+                break
+            demos = demos[1:]
+            self.demos_removed_for_length += 1
         splits = []
-        for it, ex in zip(items, exs):
-            student = self._render(ex.messages)
+        for it, student, teacher in zip(items, students, teachers):
             n = len(it["input_ids"])
             ok = student[:n] == np.asarray(it["input_ids"]).tolist()
-            splits.append(split_teacher(student, self._render(with_demos(ex.messages, demos))) if ok else None)
+            splits.append(split_teacher(student, teacher) if ok else None)
         shared = all(s is not None for s in splits) and all(s == splits[0] for s in splits)
         if shared:
             self.shared_batches += 1
@@ -99,7 +118,7 @@ class SharedDemoCollator:
             self.fallback_batches += 1
             views = [self._teacher_view(it, ex, demos) for it, ex in zip(items, exs)]
         batch = self.icl(views)
-        batch["num_demos"] = torch.full((len(items),), self.k, dtype=torch.long)
+        batch["num_demos"] = torch.full((len(items),), len(demos), dtype=torch.long)
         if shared:
             head, demo_ids = splits[0]
             for key in TEACHER_VIEW_KEYS:

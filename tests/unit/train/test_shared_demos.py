@@ -66,3 +66,15 @@ def test_shared_batches_come_out_of_the_datamodule(shared_dm):
     batch = next(iter(shared_dm.train_dataloader()))
     assert "teacher_prefix_ids" in batch and int(batch["num_demos"].min()) == 2
     assert int(batch["step_tokens"]) == int(batch["completion_valid"].sum())
+
+
+def test_teacher_max_length_drops_demonstrations_like_the_data_layer(shared_dm):
+    pad = shared_dm.tokenizer.pad_token_id
+    items = [shared_dm.built.train[i] for i in range(4)]
+    full = shared_dm._shared_demo_collator(pad)(items)
+    cap = int(full["teacher_prefix_ids"].numel()) + max(len(it["input_ids"]) for it in items) - 1
+    capped = shared_dm._shared_demo_collator(pad)
+    capped.teacher_max_length = cap
+    batch = capped(items)
+    assert int(batch["num_demos"].max()) == 1 and capped.demos_removed_for_length == 1
+    assert batch["teacher_prefix_ids"].numel() < full["teacher_prefix_ids"].numel()

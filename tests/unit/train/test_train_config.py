@@ -27,6 +27,7 @@ def test_presets_match_the_published_setups():
         assert c.run.checkpoint_every_n_steps == 200 and c.run.keep_last_checkpoints >= 5
         assert c.data.sources[0].hf_name == "argilla/ifeval-like-data" and c.data.sources[0].verified_only
     assert dist.method.k == 4 and dist.method._target_.endswith("ICLDistillModule")
+    assert dist.method.demos == "shared"  # per_example costs ~3x an SFT step (bench/bench_train.py)
     assert sft.method._target_.endswith("SFTModule")
     lora = cfg_of("experiment=qwen2.5_lora_sft")
     assert (lora.peft.method, lora.peft.r, lora.peft.alpha, lora.seed) == ("lora", 16, 32, 42)
