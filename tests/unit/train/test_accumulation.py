@@ -6,6 +6,11 @@ accumulated step would differ from the batch-8 step. Runs the real Lightning loo
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import lightning.pytorch as pl
 import pytest
 import torch
@@ -15,6 +20,9 @@ from ifdistill.train.datamodule import TrainDataModule
 from ifdistill.train.sft_module import SFTModule
 
 from tests.unit.train.conftest import LORA, TINY, perturb_lora, synthetic_data
+
+ROOT = Path(__file__).resolve().parents[3]
+SGD = {"name": "sgd", "lr": 0.5, "schedule": "constant"}
 
 
 class Recorder(Logger):
@@ -34,13 +42,13 @@ class Recorder(Logger):
         pass
 
 
-def fit(micro_batch_size: int, accumulate: int, optim: dict, steps: int = 2):
+def fit(micro_batch_size: int, accumulate: int, optim: dict, steps: int = 2, strategy="auto"):
     dm = TrainDataModule(synthetic_data(40), TINY, micro_batch_size=micro_batch_size)
     torch.manual_seed(0)  # the LoRA A matrices are drawn at construction
     module = SFTModule(TINY, LORA, optim)
     perturb_lora(module)  # lora_B != 0 so that every LoRA matrix gets a gradient from step 1
     recorder = Recorder()
-    trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=steps, accumulate_grad_batches=accumulate,
+    trainer = pl.Trainer(accelerator="cpu", devices=1, strategy=strategy, max_steps=steps, accumulate_grad_batches=accumulate,
                          log_every_n_steps=1,
                          logger=recorder, enable_checkpointing=False, use_distributed_sampler=False,
                          enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
@@ -52,7 +60,7 @@ def fit(micro_batch_size: int, accumulate: int, optim: dict, steps: int = 2):
     return losses, tokens, weights
 
 
-@pytest.mark.parametrize("optim,tol", [({"name": "sgd", "lr": 0.5, "schedule": "constant"}, 1e-6),
+@pytest.mark.parametrize("optim,tol", [(SGD, 1e-6),
                                        ({"name": "adamw", "lr": 1e-4, "schedule": "constant"}, 1e-6)])
 def test_accumulating_2x4_equals_batch_8(optim, tol):
     loss_acc, tok_acc, w_acc = fit(4, 2, optim)
@@ -62,3 +70,30 @@ def test_accumulating_2x4_equals_batch_8(optim, tol):
     diff = max((w_acc[n] - w_big[n]).abs().max().item() for n in w_acc)
     moved = max((w_acc[n]).abs().max().item() for n in w_acc if "lora_B" in n)
     assert diff <= tol, f"max |w_2x4 - w_8| = {diff:.3g} (lora_B scale {moved:.3g})"
+
+
+def _deepspeed_fit(out: str) -> None:
+    """Entry point of the fresh process below: 2 x 4 accumulated under DeepSpeed ZeRO-2 (one CPU rank)."""
+    from ifdistill.train.strategies import deepspeed_strategy
+
+    _, _, weights = fit(4, 2, SGD, strategy=deepspeed_strategy(2, accelerator="cpu"))
+    torch.save(weights, out)
+
+
+def test_deepspeed_accumulation_2x4_equals_batch_8(tmp_path):
+    """DeepSpeed's ``engine.backward`` divides by its accumulation steps on top of Lightning's division;
+    ``SFTModule._backward_scale`` multiplies that back. Plain SGD, because Adam would hide a constant
+    gradient factor (a missing compensation halves the gradient here: weights off by ~3e-2). One rank
+    in a fresh process (DeepSpeed leaves its process group behind), overlapped with the reference."""
+    out, log = tmp_path / "weights.pt", tmp_path / "deepspeed.log"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES="",
+               TOKENIZERS_PARALLELISM="false")
+    code = f"from tests.unit.train.test_accumulation import _deepspeed_fit; _deepspeed_fit({str(out)!r})"
+    with log.open("wb") as fh:
+        proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
+        _, _, w_big = fit(8, 1, SGD)
+        code = proc.wait(timeout=300)
+    assert code == 0, log.read_text(errors="replace")[-3000:]
+    w_ds = torch.load(out)
+    diff = max((w_ds[n] - w_big[n]).abs().max().item() for n in w_big)
+    assert diff <= 1e-6, f"max |w_deepspeed_2x4 - w_8| = {diff:.3g}"
