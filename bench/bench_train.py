@@ -9,7 +9,9 @@
    on), so both sides compute the same thing. Goal: ifdistill >= 1.3x TRL.
 2. Distillation step time at k = 0, 2, 4 demonstrations (frozen-initial teacher = LoRA disabled)
    against the SFT step on the same student batches, with demonstrations per example (the data
-   layer's rule) and shared per micro-batch (``method.demos=shared``). Goal: 4-shot <= 2x SFT.
+   layer's rule, ``method.demos=per_example``) and shared per micro-batch (``method.demos=shared``, the
+   default since per-example 4-shot stays near 3x: its teacher reads ~5x the student's tokens).
+   Goal: 4-shot <= 2x SFT.
 
 Timing on a shared machine: other jobs make single timings swing by 4x, so the variants being compared
 run interleaved step by step in one process (same batches, same moment), each ratio is taken inside
