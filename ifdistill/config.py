@@ -68,23 +68,26 @@ def _shared_data_resolver() -> str:
     return str(found if found is not None else REPO_ROOT.parent / "shared" / "data")
 
 
+def _basename(path: Any) -> str:
+    return os.path.basename(str(path).rstrip("/"))
+
+
 def register_resolvers() -> None:
     """OmegaConf resolvers the YAML under conf/ uses (idempotent)."""
-    if not OmegaConf.has_resolver("ifdistill.shared_data"):
+    from ifdistill.sweeps import slurm_gpus, sweep_name
+
+    resolvers = {
         # The shared data folder as ifdistill.paths finds it ($IFDISTILL_SHARED_DATA, then beside the
         # checkout), so configs work from any working directory.
-        OmegaConf.register_new_resolver("ifdistill.shared_data", _shared_data_resolver)
-    if not OmegaConf.has_resolver("ifdistill.sweep_name"):
-        from ifdistill.sweeps import sweep_name
-
-        # A sweep job's name from the values swept (ifdistill/sweeps.py).
-        OmegaConf.register_new_resolver("ifdistill.sweep_name", sweep_name)
-    if not OmegaConf.has_resolver("ifdistill.slurm_gpus"):
-        from ifdistill.sweeps import slurm_gpus
-
-        OmegaConf.register_new_resolver("ifdistill.slurm_gpus", slurm_gpus)
-    if not OmegaConf.has_resolver("ifdistill.basename"):
-        OmegaConf.register_new_resolver("ifdistill.basename", lambda path: os.path.basename(str(path).rstrip("/")))
+        "ifdistill.shared_data": _shared_data_resolver,
+        # A sweep job's name from the values swept, and the slurm launcher's GPUs (ifdistill/sweeps.py).
+        "ifdistill.sweep_name": sweep_name,
+        "ifdistill.slurm_gpus": slurm_gpus,
+        "ifdistill.basename": _basename,
+    }
+    for name, fn in resolvers.items():
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, fn)
 
 
 register_resolvers()
