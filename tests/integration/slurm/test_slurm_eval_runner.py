@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +11,6 @@ import pytest
 
 from ifdistill.callbacks.eval_jobs import EvalJob, EvalQueue
 from ifdistill.launchers.slurm_eval import SlurmRunner
-from tests.support import require
 
 pytestmark = [pytest.mark.slurm]
 
@@ -25,13 +23,6 @@ assert "RANK" not in os.environ and os.environ.get("IFDISTILL_MARK") == "yes"
 out.mkdir(parents=True, exist_ok=True)
 (out / "results.json").write_text('{"job": "%s"}' % os.environ.get("SLURM_JOB_ID"))
 """
-
-
-@pytest.fixture(scope="module")
-def slurm():
-    ok = shutil.which("sinfo") is not None and subprocess.run(
-        ["sinfo", "-h", "-o", "%T"], capture_output=True, text=True).stdout.strip() in ("idle", "mixed", "allocated")
-    require(ok, "no running SLURM (start one with ../shared/tools/slurm-localhost start)")
 
 
 def _job(tmp_path: Path, step: int, mode: str) -> EvalJob:

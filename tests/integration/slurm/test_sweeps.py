@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -33,7 +32,6 @@ import torch
 
 from ifdistill.train.checkpointing import consolidated_state_dict, find_resume_checkpoint
 from ifdistill.wandb_offline import find_run_dirs, read_run
-from tests.support import require
 
 pytestmark = [pytest.mark.slow]
 
@@ -50,13 +48,6 @@ TINY = [
 ]
 SLURM = ["hydra/launcher=slurm", "hydra.launcher.timeout_min=60", "hydra.launcher.cpus_per_task=1",
          "hydra.launcher.mem_gb=3"]
-
-
-@pytest.fixture(scope="module")
-def slurm():
-    ok = shutil.which("sinfo") is not None and subprocess.run(
-        ["sinfo", "-h", "-o", "%T"], capture_output=True, text=True).stdout.strip() in ("idle", "mixed", "allocated")
-    require(ok, "no running SLURM (start one with ../shared/tools/slurm-localhost start)")
 
 
 def _env() -> dict[str, str]:
