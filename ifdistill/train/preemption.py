@@ -51,14 +51,6 @@ def under_submitit() -> bool:
     return os.environ.get("SUBMITIT_EXECUTOR") == "slurm"
 
 
-def slurm_job_id() -> Optional[str]:
-    """``<array job>_<task>`` for array tasks (what ``scontrol requeue`` expects), else SLURM_JOB_ID."""
-    array = os.environ.get("SLURM_ARRAY_JOB_ID")
-    if array is not None and os.environ.get("SLURM_ARRAY_TASK_ID") is not None:
-        return f"{array}_{os.environ['SLURM_ARRAY_TASK_ID']}"
-    return os.environ.get("SLURM_JOB_ID")
-
-
 class RequeueOnSignal(Callback):
     """Checkpoint at the next optimizer step after ``signum`` (default SIGUSR2), then stop for a requeue."""
 
@@ -92,8 +84,7 @@ class RequeueOnSignal(Callback):
         if trainer.global_step == self._seen_step:  # inside an accumulation window
             return
         self._seen_step = trainer.global_step
-        if self._stop is not None or not trainer.strategy.reduce_boolean_decision(self.received is not None,
-                                                                                   all=False):
+        if not trainer.strategy.reduce_boolean_decision(self.received is not None, all=False):
             return
         self.checkpoint.save_now(trainer)
         self._stop = TrainingPreempted(trainer.global_step, self.received or self.signum)
@@ -121,7 +112,7 @@ class RequeueOnSignal(Callback):
             # on other ranks it returns (Slurm ends them with the requeue).
             previous(stop.signum, None)
             return "left to submitit"
-        job = slurm_job_id()
+        job = os.environ.get("SLURM_JOB_ID")  # an array task's own id: scontrol requeues just that task
         if job is None:
             return "not under SLURM: re-run the same command to resume"
         if global_rank != 0:
