@@ -61,10 +61,12 @@ def apply_length_policy(r: Rendered, max_length: int | None, policy: str, stats:
     if excess >= r.prompt_len:  # would cut into the final answer (or leave it without any prompt)
         stats.dropped["answer_longer_than_max_length"] += 1
         return None
-    spans = tuple((max(s - excess, 0), e - excess) for s, e in r.spans if e > excess)
-    mask = r.loss_mask[excess:]
+    # The first token of a sequence is predicted by nothing, so it cannot be supervised: a cut that lands
+    # inside an earlier assistant turn starts the kept part at that turn's second token's target.
+    spans = tuple((max(s - excess, 1), e - excess) for s, e in r.spans if e - excess > 1)
+    mask = [0, *r.loss_mask[excess + 1:]]
     stats.kept += 1
     stats.cut += 1
     stats.tokens_cut += excess
-    stats.supervised_tokens_cut += sum(r.loss_mask[:excess])
+    stats.supervised_tokens_cut += sum(r.loss_mask[:excess + 1])
     return Rendered(input_ids=r.input_ids[excess:], loss_mask=mask, spans=spans)

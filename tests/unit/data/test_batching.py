@@ -138,3 +138,24 @@ def test_collators_accept_numpy_items(items):
     assert all(torch.equal(a[k], b[k]) for k in a)
     with pytest.raises(ValueError, match="loss_mask"):
         PadCollator(0)([{"input_ids": [1, 2, 3], "loss_mask": [0, 1]}])
+
+
+def test_a_left_cut_inside_an_earlier_answer_never_supervises_the_first_token(tok):
+    """Issue 13.3: the cut kept loss_mask[0] = 1 while the collator sets labels[0] = -100, so the step's
+    token count (the loss normaliser) counted one token more than the loss summed."""
+    from ifdistill.train.datamodule import supervised_tokens
+
+    msgs = [{"role": "user", "content": "first question?"}, {"role": "assistant", "content": "one two three " * 8},
+            {"role": "user", "content": "second?"}, {"role": "assistant", "content": "the answer."}]
+    r = render(tok, msgs)  # train_on=assistant: both answers supervised
+    (s0, e0), (s1, _) = r.spans
+    stripped = len(r.input_ids) - 1  # the trailing newline goes first
+    for start in range(s0, e0):  # every cut that starts the kept part inside the first answer
+        stats = LengthStats()
+        cut = apply_length_policy(r, stripped - start, "cut_prompt_left", stats)
+        assert cut is not None and cut.loss_mask[0] == 0
+        item = {"input_ids": cut.input_ids, "loss_mask": cut.loss_mask}
+        batch = PadCollator(0)([item])
+        assert supervised_tokens(item) == int(batch["num_supervised"][0]) == int((batch["labels"] != IGNORE).sum())
+        assert sum(cut.loss_mask) == sum(e - s for s, e in cut.spans)  # spans and mask tell the same story
+        assert stats.supervised_tokens_cut == (start - s0) + 1  # the cut part of the answer, plus position 0
