@@ -234,12 +234,20 @@ class SFTModule(pl.LightningModule):
         if (batch_idx + 1) % trainer.accumulate_grad_batches:
             return  # mid accumulation window: the optimizer has not stepped
         step = trainer.global_step
-        # Reduce (one all-reduce) only when Lightning will hand the values to the loggers; the sums
+        every = max(1, int(trainer.log_every_n_steps))
+        # Reduce (one all-reduce) at the end of each logging interval and at the last step; the sums
         # keep accumulating over the interval in between.
-        if step % max(1, int(trainer.log_every_n_steps)) and step != trainer.max_steps:
+        if step % every and step != trainer.max_steps:
             return
         sums = self.train_sums.reduce(self._sum_over_ranks, device=self.device)
-        self.log_dict(self.train_metrics(sums), on_step=True, on_epoch=False, sync_dist=False)
+        values = self.train_metrics(sums)
+        self.log_dict(values, on_step=True, on_epoch=False, sync_dist=False)
+        if step % every and trainer.is_global_zero:
+            # Lightning hands logged values to the loggers only on multiples of log_every_n_steps; the
+            # last, partial interval would be reduced and then lost, so it goes to the loggers here, at
+            # Lightning's step convention (its count of batches that stepped before this one).
+            for logger in self.loggers:
+                logger.log_metrics(values, step=trainer.fit_loop.epoch_loop._batches_that_stepped)
 
     def train_metrics(self, sums: Mapping[str, float]) -> dict[str, float]:
         out = {f"train/{k}": v for k, v in token_metrics(sums).items()}
