@@ -39,9 +39,12 @@ ROW = 512  # packed row length (both sides): one dense attention mask per row, s
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
-def data_cfg(n: int, k: int = 0) -> dict:
-    return {"sources": [{"name": "syn", "synthetic": "train", "max_examples": n}], "heldout": 0,
-            "max_length": 512, "icl_k": k}
+def data_cfg(n: int, k: int | None = None, demos: str = "shared"):
+    """The resolved data config (``k=None``: SFT items; else ICL distillation with ``demos``)."""
+    from ifdistill.data.build import DataConfig
+
+    data = {"sources": [{"name": "syn", "synthetic": "train", "max_examples": n}], "heldout": 0, "max_length": 512}
+    return DataConfig.resolve(data, method=None if k is None else {"k": k, "demos": demos})
 
 
 # -- workers (run in their own process) -------------------------------------------------------------
@@ -185,13 +188,13 @@ def worker_distill(steps: int, warmup: int, n: int) -> dict:
                 "distill_shared_k4": (4, "shared")}
     batches, modules, optims = {}, {}, {}
     for name, (k, demos) in variants.items():
-        dm = TrainDataModule(data_cfg(n), model, micro_batch_size=MBS, icl_k=k, demos=demos)
+        dm = TrainDataModule(data_cfg(n, k, demos), model, micro_batch_size=MBS)
         dm.setup("fit")
         it = iter(dm.train_dataloader())
         batches[name] = [next(it) for _ in range(warmup + steps)]
         torch.manual_seed(0)
         modules[name] = (SFTModule(model, peft) if k is None
-                         else ICLDistillModule(model, peft, k=k, demos=demos, kd_ratio=0.5, teacher="frozen_initial"))
+                         else ICLDistillModule(model, peft, kd_ratio=0.5, teacher="frozen_initial"))
         optims[name] = torch.optim.AdamW([p for p in modules[name].parameters() if p.requires_grad], lr=LR)
     times: dict[str, list[float]] = {name: [] for name in variants}
     teacher_tokens: dict[str, int] = {name: 0 for name in variants}

@@ -5,7 +5,12 @@ sources and the replay sources, holds out evaluation slices, renders every new e
 drops are known before the mixture is counted), pulls replay examples lazily in each source's seeded
 stream order until the exact count is reached (a dropped replay row is replaced by the next one in
 the stream, so the replay share stays exact *after* length filtering, and the nesting across ratios
-still holds), attaches ICL teacher views when ``icl_k > 0``, and fills the manifest.
+still holds), attaches ICL teacher views (``per_example`` demonstrations, :func:`ifdistill.data.icl.teacher_view`), and
+fills the manifest.
+
+Configuration is read once: :meth:`DataConfig.resolve` turns the ``data``, ``method`` and ``model``
+sections into one typed object (the effective ``enable_thinking``, the ICL settings of a distillation
+method) that the datamodule, the collators and this builder receive.
 
 Several new-data sources are concatenated (each contributes all its rows); several replay sources
 share the replay slots by their weights.
@@ -22,7 +27,7 @@ import numpy as np
 import torch
 
 from ifdistill.data import mixing
-from ifdistill.data.icl import DemoSelector, build_icl_pair
+from ifdistill.data.icl import DemoSelector, IclSettings, teacher_view
 from ifdistill.data.manifest import DataManifest, tokenizer_identity
 from ifdistill.data.records import DataError, Example
 from ifdistill.data.render import Rendered, RenderError, render
@@ -51,15 +56,17 @@ class DataConfig:
     train_on: str = "assistant"
     enable_thinking: bool | None = None
     heldout: int = 0  # examples held out from each source (new and replay) for held-out metrics
-    icl_k: int = 0
-    icl_seed: int | None = None
+    icl_seed: int | None = None  # demonstration choice (null: `seed`); k and the scheme come from `method`
     icl_on_replay: bool = False
     teacher_max_length: int | None = None
+    # Not a YAML key: the ICL settings of a distillation method, set by :meth:`resolve` (None: SFT batches).
+    icl: IclSettings | None = None
 
     @classmethod
     def from_mapping(cls, m: Mapping[str, Any]) -> DataConfig:
+        """The ``data`` section alone (no method or model): SFT items, ``enable_thinking`` as written."""
         m = dict(m)
-        fields = {f.name for f in dataclasses.fields(cls)}
+        fields = {f.name for f in dataclasses.fields(cls)} - {"icl"}
         unknown = set(m) - fields - {"name"}
         if unknown:
             raise ValueError(f"data config: unknown keys {sorted(unknown)}; known: {sorted(fields)}")
@@ -68,8 +75,34 @@ class DataConfig:
             m[key] = [s if isinstance(s, SourceSpec) else SourceSpec.from_mapping(dict(s)) for s in m.get(key) or []]
         return cls(**m)
 
+    @classmethod
+    def resolve(cls, data: Mapping[str, Any], *, method: Mapping[str, Any] | None = None,
+                model: Mapping[str, Any] | None = None) -> DataConfig:
+        """The data section as training uses it: ``model.enable_thinking`` (when set) overrides the data's,
+        and a method that names ``k`` (ICL distillation) brings its :class:`IclSettings`, whose examples are
+        supervised on the final answer only (``train_on=last_assistant``: that is what teacher and student
+        are compared on)."""
+        cfg = data if isinstance(data, DataConfig) else cls.from_mapping(data)
+        thinking = (model or {}).get("enable_thinking")
+        if thinking is not None:
+            cfg = dataclasses.replace(cfg, enable_thinking=thinking)
+        if method is not None and "k" in method:
+            icl = IclSettings(k=int(method["k"]), demos=str(method["demos"]),
+                              seed=cfg.icl_seed if cfg.icl_seed is not None else cfg.seed,
+                              on_replay=cfg.icl_on_replay, teacher_max_length=cfg.teacher_max_length,
+                              enable_thinking=cfg.enable_thinking)
+            cfg = dataclasses.replace(cfg, icl=icl, train_on="last_assistant")
+        return cfg
+
+    @property
+    def per_example_demos(self) -> bool:
+        """Teacher views with demonstrations are attached to the items here (not by a batch collator)."""
+        return self.icl is not None and self.icl.k > 0 and self.icl.demos == "per_example"
+
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        out.pop("icl")
+        return out
 
 
 class TrainDataset(torch.utils.data.Dataset):
@@ -102,10 +135,15 @@ class TrainDataset(torch.utils.data.Dataset):
 
 @dataclasses.dataclass
 class TrainData:
+    """The built mixture; ``examples[i]`` is the conversation of ``train[i]`` and ``demo_pool`` the new
+    training examples that demonstrations are drawn from (never held-out rows)."""
+
     train: TrainDataset
     heldout: dict[str, TrainDataset]
     manifest: DataManifest
     plan: mixing.MixPlan
+    examples: list[Example] = dataclasses.field(default_factory=list)
+    demo_pool: list[Example] = dataclasses.field(default_factory=list)
 
 
 def _item(r: Rendered, ex: Example, *, replay: bool) -> dict[str, Any]:
@@ -125,10 +163,8 @@ class _Renderer:
             self.length, self.failures, self.failure_examples
 
     def __call__(self, ex: Example) -> dict[str, Any] | None:
-        # ICL distillation compares teacher and student on the final answer only, so it trains on that.
-        train_on = "last_assistant" if self.cfg.icl_k else self.cfg.train_on
         try:
-            r = render(self.tok, ex.messages, enable_thinking=self.cfg.enable_thinking, train_on=train_on)
+            r = render(self.tok, ex.messages, enable_thinking=self.cfg.enable_thinking, train_on=self.cfg.train_on)
         except RenderError as e:
             err = DataError("render_failed", str(e), location=f"{ex.source}:{ex.row_id}", field="messages")
             if not self.cfg.tolerant:
@@ -152,36 +188,15 @@ def _split_heldout(src: LoadedSource, n: int, seed: int) -> tuple[list[Example],
     return train, [src.examples[i] for i in sorted(held)]
 
 
-def _attach_icl(tok, cfg: DataConfig, items: list[dict[str, Any]], examples: list[Example],
+def _attach_icl(tok, icl: IclSettings, items: list[dict[str, Any]], examples: list[Example],
                 selector: DemoSelector, stats: dict[str, int]) -> None:
+    """Per-example demonstrations: each item gets its own k-subset of the pool and its teacher view."""
     for it, ex in zip(items, examples):
-        k = cfg.icl_k if (not it["is_replay"] or cfg.icl_on_replay) else 0
-        demos = selector.select(k, exclude_key=ex.uid, exclude_prompt=ex.prompt) if k else []
-        while True:
-            try:
-                pair = build_icl_pair(tok, ex, demos, enable_thinking=cfg.enable_thinking)
-            except RenderError as e:
-                raise DataError("render_failed", str(e), location=f"{ex.source}:{ex.row_id}",
-                                field="messages") from None
-            if cfg.teacher_max_length is None or len(pair.teacher) <= cfg.teacher_max_length or not demos:
-                break
-            demos = demos[1:]
-            stats["demos_removed_for_length"] = stats.get("demos_removed_for_length", 0) + 1
-        # The training item is pair.student without its tail and possibly cut on the left.
-        s_end = pair.student.spans[-1][1]
-        s_off = s_end - len(it["input_ids"])
-        if pair.student.input_ids[s_off:s_end] != it["input_ids"].tolist():
-            raise DataError("render_failed", "student view differs from the training item",
-                            location=f"{ex.source}:{ex.row_id}")
-        t_end = pair.teacher_positions[-1] + 1
-        it["teacher_input_ids"] = np.asarray(pair.teacher.input_ids[:t_end], dtype=np.int64)
-        t_mask = np.zeros(t_end, dtype=np.int8)
-        t_mask[pair.teacher_positions] = 1
-        it["teacher_loss_mask"] = t_mask
-        it["student_positions"] = np.asarray(pair.student_positions, dtype=np.int64) - s_off
-        it["teacher_positions"] = np.asarray(pair.teacher_positions, dtype=np.int64)
-        it["num_demos"] = len(demos)
-        stats["teacher_tokens"] = stats.get("teacher_tokens", 0) + t_end
+        demos = selector.select(icl.k, exclude_key=ex.uid, exclude_prompt=ex.prompt)
+        view = teacher_view(tok, ex, it, demos, icl)
+        it.update(view.fields)
+        stats["demos_removed_for_length"] = stats.get("demos_removed_for_length", 0) + view.demos_dropped
+        stats["teacher_tokens"] = stats.get("teacher_tokens", 0) + view.teacher_tokens
 
 
 def _take_replay(tok, cfg: DataConfig, src: LoadedSource, pool: list[Example], count: int,
@@ -212,12 +227,14 @@ def _take_replay(tok, cfg: DataConfig, src: LoadedSource, pool: list[Example], c
     return items, used
 
 
-def build_train_dataset(config: DataConfig | Mapping[str, Any], tokenizer, *, manifest_path: str | Path | None = None,
-                        enable_thinking: bool | None = None) -> TrainData:
-    """Build the training mixture (and held-out slices) and write the manifest if a path is given."""
+def build_train_dataset(config: DataConfig | Mapping[str, Any], tokenizer, *,
+                        manifest_path: str | Path | None = None) -> TrainData:
+    """Build the training mixture (and held-out slices) and write the manifest if a path is given.
+
+    A plain mapping is read as the ``data`` section alone (:meth:`DataConfig.from_mapping`); training
+    passes the resolved config (:meth:`DataConfig.resolve`).
+    """
     cfg = config if isinstance(config, DataConfig) else DataConfig.from_mapping(config)
-    if enable_thinking is not None:
-        cfg = dataclasses.replace(cfg, enable_thinking=enable_thinking)
     if not cfg.sources:
         raise ValueError("data config has no sources")
     if cfg.ratio and not cfg.replay:
@@ -272,12 +289,14 @@ def build_train_dataset(config: DataConfig | Mapping[str, Any], tokenizer, *, ma
     items = new_items + replay_items
     for i, it in enumerate(items):
         it["index"] = i
-    if cfg.icl_k:
+    examples = new_examples + replay_examples
+    if cfg.per_example_demos:
         stats: dict[str, int] = {}
-        pool = new_examples  # demos come from the new training data; never the example itself
-        _attach_icl(tokenizer, cfg, items, new_examples + replay_examples,
-                    DemoSelector(pool, seed=cfg.icl_seed if cfg.icl_seed is not None else cfg.seed), stats)
-        manifest.set("icl", {"k": cfg.icl_k, "pool": "new training data", **stats})
+        # demos come from the new training data; never the example itself
+        _attach_icl(tokenizer, cfg.icl, items, examples, DemoSelector(new_examples, seed=cfg.icl.seed), stats)
+        manifest.set("icl", {"k": cfg.icl.k, "demos": "per_example", "pool": "new training data", **stats})
+    elif cfg.icl is not None:
+        manifest.set("icl", {"k": cfg.icl.k, "demos": cfg.icl.demos, "pool": "new training data"})
     manifest.data["mix"].update({"ratio": cfg.ratio, "total": cfg.total, "seed": cfg.seed,
                                  "order_seed": cfg.order_seed, "n_new": plan.n_new,
                                  "n_replay": plan.n_replay, "replay_per_source": plan.per_source})
@@ -290,17 +309,16 @@ def build_train_dataset(config: DataConfig | Mapping[str, Any], tokenizer, *, ma
     order_seed = cfg.order_seed if cfg.order_seed is not None else cfg.seed
     train = TrainDataset(items, len(new_items), seed=order_seed, shuffle=cfg.shuffle, new_index=keep)
     held_ds = {k: TrainDataset(v, len(v), seed=cfg.seed, shuffle=False) for k, v in heldout.items() if v}
-    return TrainData(train=train, heldout=held_ds, manifest=manifest, plan=plan)
+    return TrainData(train=train, heldout=held_ds, manifest=manifest, plan=plan, examples=examples,
+                     demo_pool=new_examples)
 
 
-def collator_for(cfg: DataConfig | Mapping[str, Any], tokenizer, *, packing: bool = False,
-                 max_row_tokens: int | None = None):
-    """The collator matching a config: ICL pairs, packed, or padded batches."""
+def collator_for(cfg: DataConfig, tokenizer, *, packing: bool = False, max_row_tokens: int | None = None):
+    """The collator for items built without a batch-level teacher: per-example ICL pairs, packed or padded."""
     from ifdistill.data.collate import IclCollator, PackCollator, PadCollator
 
-    cfg = cfg if isinstance(cfg, DataConfig) else DataConfig.from_mapping(cfg)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    if cfg.icl_k:
+    if cfg.icl is not None:
         if packing:
             raise ValueError("packing is not supported for ICL distillation batches (teacher and student differ)")
         return IclCollator(pad)

@@ -23,17 +23,59 @@ keeps that set-up for a whole dataset).
 Rendering: demos go after any system message and before the example's own turns, in the order
 selected. The teacher is rendered with ``train_on="last_assistant"`` (demo answers are context, not
 targets), and so is the student, so that both supervise exactly the final answer.
+
+The teacher's view (:func:`teacher_view`) is built in one place, whichever demonstration scheme
+chooses the demonstrations (``per_example``: :mod:`ifdistill.data.build`, a set per example;
+``shared``: :mod:`ifdistill.train.shared_demos`, a set per micro-batch). The rules that make a view --
+the replay rule (replay examples read no demonstrations unless ``icl_on_replay``), the thinking flag,
+dropping the first demonstration while the teacher conversation exceeds ``teacher_max_length``, and
+the alignment of the teacher's completion with the (possibly left-cut) training item -- live there
+and nowhere else, so the two schemes cannot drift apart.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
 
 from ifdistill.data.mixing import permutation
-from ifdistill.data.records import Example
+from ifdistill.data.records import DataError, Example
 from ifdistill.data.render import Rendered, RenderError, render
+
+
+DEMO_SCHEMES = ("shared", "per_example")
+# Keys of the ``method`` section that the data layer reads (into :class:`IclSettings`), not the module.
+METHOD_DATA_KEYS = ("k", "demos")
+
+
+@dataclasses.dataclass(frozen=True)
+class IclSettings:
+    """Everything that decides an ICL teacher's view, resolved once from the data, method and model sections.
+
+    ``k`` and ``demos`` come from ``method`` (``conf/method/distill.yaml`` states the default scheme);
+    ``seed``, ``on_replay`` and ``teacher_max_length`` from ``data`` (``icl_seed`` falling back to
+    ``seed``); ``enable_thinking`` is the one the student is rendered with (``model.enable_thinking``
+    when set, else ``data.enable_thinking``).
+    """
+
+    k: int
+    demos: str
+    seed: int
+    on_replay: bool = False
+    teacher_max_length: int | None = None
+    enable_thinking: bool | None = None
+
+    def __post_init__(self):
+        if self.k < 0:
+            raise ValueError(f"method.k must be >= 0, got {self.k}")
+        if self.demos not in DEMO_SCHEMES:
+            raise ValueError(f"method.demos must be one of {DEMO_SCHEMES}, got {self.demos!r}")
+        if self.teacher_max_length is not None and self.teacher_max_length < 1:
+            raise ValueError(f"data.teacher_max_length must be >= 1 or null, got {self.teacher_max_length}")
 
 
 def _ids(ex: Example) -> set[str]:
@@ -126,3 +168,64 @@ def build_icl_pair(tokenizer, example: Example, demos: Sequence[Example], *,
                           f"({len(t_ids)} vs {len(s_ids)} tokens); distillation positions would not align")
     return IclPair(teacher=teacher, student=student, teacher_positions=tp, student_positions=sp,
                    num_demos=len(demos))
+
+
+@dataclasses.dataclass(frozen=True)
+class TeacherView:
+    """An ICL item's teacher fields (``fields``, merged into the training item) and how it was made."""
+
+    fields: dict[str, Any]
+    num_demos: int
+    demos_dropped: int
+
+    @property
+    def teacher_tokens(self) -> int:
+        return len(self.fields["teacher_input_ids"])
+
+
+def teacher_view(tokenizer, example: Example, item: Mapping[str, Any], demos: Sequence[Example],
+                 icl: IclSettings) -> TeacherView:
+    """The teacher's view of ``example`` with ``demos`` in context, aligned with the training ``item``.
+
+    ``item`` is the student as trained: ``input_ids`` (the rendering after the length policy, possibly
+    cut on the left) and ``is_replay``. The teacher reads the whole conversation (never cut), preceded
+    by the demonstrations that survive the rules in the module docstring; its view ends at its last
+    completion token. Raises :class:`DataError` naming the row when the views cannot be aligned.
+    """
+    location = f"{example.source}:{example.row_id}"
+    if item.get("is_replay") and not icl.on_replay:
+        demos = []
+    demos = list(demos)
+    dropped = 0
+    while True:
+        try:
+            pair = build_icl_pair(tokenizer, example, demos, enable_thinking=icl.enable_thinking)
+        except RenderError as e:
+            raise DataError("render_failed", str(e), location=location, field="messages") from None
+        if icl.teacher_max_length is None or len(pair.teacher) <= icl.teacher_max_length or not demos:
+            break
+        demos = demos[1:]
+        dropped += 1
+    s_end = pair.student.spans[-1][1]
+    ids = np.asarray(item["input_ids"]).tolist()
+    s_off = s_end - len(ids)
+    if s_off < 0 or pair.student.input_ids[s_off:s_end] != ids:
+        raise DataError("render_failed", "the student view differs from the training item (was it rendered with "
+                        "another enable_thinking or template?)", location=location, field="messages")
+    t_end = pair.teacher_positions[-1] + 1
+    t_mask = np.zeros(t_end, dtype=np.int8)
+    t_mask[pair.teacher_positions] = 1
+    fields = {"teacher_input_ids": np.asarray(pair.teacher.input_ids[:t_end], dtype=np.int64),
+              "teacher_loss_mask": t_mask,
+              "student_positions": np.asarray(pair.student_positions, dtype=np.int64) - s_off,
+              "teacher_positions": np.asarray(pair.teacher_positions, dtype=np.int64),
+              "num_demos": len(demos)}
+    return TeacherView(fields=fields, num_demos=len(demos), demos_dropped=dropped)
+
+
+def identity_teacher_view(item: dict[str, Any]) -> dict[str, Any]:
+    """Give an item the ICL fields of a 0-shot teacher: the same tokens, aligned position by position."""
+    positions = np.nonzero(np.asarray(item["loss_mask"]))[0].astype(np.int64)
+    item.update(teacher_input_ids=item["input_ids"], teacher_loss_mask=item["loss_mask"],
+                student_positions=positions, teacher_positions=positions, num_demos=0)
+    return item

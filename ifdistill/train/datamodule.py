@@ -23,6 +23,7 @@ any metric, so held-out CE/accuracy are the same on 1 or N ranks.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
@@ -32,6 +33,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from ifdistill.data.build import DataConfig
+from ifdistill.data.icl import identity_teacher_view
 from ifdistill.models import resolve_model_path
 
 PAD_INDEX = -1
@@ -150,28 +153,24 @@ class TrainDataModule(pl.LightningDataModule):
     """Builds the mixture with :func:`ifdistill.data.build.build_train_dataset` and serves it.
 
     Args:
-        data: the ``data`` config section (``ifdistill.data.build.DataConfig`` fields).
-        model: the ``model`` section (tokenizer location, ``enable_thinking``).
-        icl_k: ``None`` for SFT batches; ``k >= 0`` for ICL distillation pairs whose teacher view holds
-            ``k`` demonstrations (``k = 0``: the teacher view *is* the student view, built here because
-            the data layer attaches teacher views only for ``k > 0``).
-        demos: ``per_example`` (the data layer's k demonstrations per example) or ``shared`` (one set
-            per micro-batch, run once by the teacher: :mod:`ifdistill.train.shared_demos`).
+        data: the resolved data config (:meth:`ifdistill.data.build.DataConfig.resolve`): the ``data``
+            section with the model's ``enable_thinking`` and, for distillation, the ICL settings
+            (``data.icl``: ``None`` for SFT batches; ``k = 0``: the teacher view *is* the student view;
+            ``demos=per_example``: the data layer's views; ``demos=shared``:
+            :mod:`ifdistill.train.shared_demos`).
+        model: the ``model`` section (where the tokenizer is, its chat template).
         manifest_path: where rank 0 writes the data manifest.
     """
 
-    def __init__(self, data: Mapping[str, Any], model: Mapping[str, Any], *, micro_batch_size: int = 4,
+    def __init__(self, data: DataConfig, model: Mapping[str, Any], *, micro_batch_size: int = 4,
                  val_batch_size: int = 8, packing: bool = False, max_row_tokens: Optional[int] = None,
-                 num_workers: int = 0, icl_k: Optional[int] = None, demos: str = "per_example",
-                 manifest_path: Optional[str] = None):
+                 num_workers: int = 0, manifest_path: Optional[str] = None):
         super().__init__()
-        if demos not in ("per_example", "shared"):
-            raise ValueError(f"demos must be per_example or shared, got {demos!r}")
-        self.icl_k = None if icl_k is None else int(icl_k)
-        self.shared_demos = demos == "shared" and bool(self.icl_k)
-        self.data_cfg = {**dict(data), "icl_k": 0 if self.shared_demos else (self.icl_k or 0)}
-        if self.shared_demos:  # the collator adds the demonstrations; the answer alone is supervised
-            self.data_cfg["train_on"] = "last_assistant"
+        if not isinstance(data, DataConfig):
+            raise TypeError("TrainDataModule takes a resolved DataConfig (DataConfig.resolve(data, method=, model=))")
+        if data.icl is not None and packing:
+            raise ValueError("datamodule.packing is not supported for distillation (teacher and student differ)")
+        self.data_cfg = data
         self.model_cfg = dict(model)
         self.micro_batch_size, self.val_batch_size = int(micro_batch_size), int(val_batch_size)
         self.packing, self.max_row_tokens, self.num_workers = bool(packing), max_row_tokens, int(num_workers)
@@ -182,9 +181,9 @@ class TrainDataModule(pl.LightningDataModule):
     @property
     def val_names(self) -> list[str]:
         """Held-out set names, in loader order: each new source, then each replay source."""
-        if not int(self.data_cfg.get("heldout") or 0):
+        if not self.data_cfg.heldout:
             return []
-        return [s["name"] for s in [*(self.data_cfg.get("sources") or []), *(self.data_cfg.get("replay") or [])]]
+        return [s.name for s in [*self.data_cfg.sources, *self.data_cfg.replay]]
 
     def setup(self, stage: Optional[str] = None) -> None:
         if self.built is not None:
@@ -199,47 +198,31 @@ class TrainDataModule(pl.LightningDataModule):
             self.tokenizer.chat_template = self.model_cfg["chat_template"]
         rank0 = self.trainer is None or self.trainer.is_global_zero
         self.built = build_train_dataset(self.data_cfg, self.tokenizer,
-                                         manifest_path=self.manifest_path if rank0 else None,
-                                         enable_thinking=self.model_cfg.get("enable_thinking"))
-        if self.icl_k == 0:
+                                         manifest_path=self.manifest_path if rank0 else None)
+        if self.data_cfg.icl is not None and self.data_cfg.icl.k == 0:
             for item in self.built.train.items:
-                add_identity_teacher_view(item)
+                identity_teacher_view(item)
         missing = [n for n in self.val_names if n not in self.built.heldout]
         if missing:
             raise ValueError(f"held-out sets {missing} are empty; lower data.heldout or check the sources")
 
     def _collate(self, train: bool):
         from ifdistill.data.build import collator_for
-        from ifdistill.data.collate import IclCollator
 
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
-        if train and self.icl_k is not None:
-            if self.packing:
-                raise ValueError("datamodule.packing is not supported for distillation (teacher and student differ)")
-            if self.shared_demos:
-                return _WithStepTokens(self._shared_demo_collator(pad))
-            return _WithStepTokens(IclCollator(pad))
-        cfg = {**self.data_cfg, "icl_k": 0}
+        icl = self.data_cfg.icl
+        if train and icl is not None and icl.k > 0 and icl.demos == "shared":
+            return _WithStepTokens(self.shared_demo_collator())
+        cfg = self.data_cfg if train else dataclasses.replace(self.data_cfg, icl=None)
         return _WithStepTokens(collator_for(cfg, self.tokenizer, packing=self.packing and train,
                                             max_row_tokens=self.max_row_tokens))
 
-    def _shared_demo_collator(self, pad: int):
+    def shared_demo_collator(self):
         """The collator choosing one demonstration set per micro-batch from the new training data."""
-        from ifdistill.data.build import DataConfig
-        from ifdistill.data.sources import load_source
         from ifdistill.train.shared_demos import SharedDemoCollator
 
-        cfg = DataConfig.from_mapping(self.data_cfg)
-        examples = {}
-        for spec in [*cfg.sources, *cfg.replay]:
-            for ex in load_source(spec, tolerant=cfg.tolerant).examples:
-                examples[(ex.source, ex.row_id)] = ex
-        used = {(it["source"], it["row_id"]) for it in self.built.train.items if not it["is_replay"]}
-        pool = [examples[key] for key in sorted(used)]
-        seed = cfg.icl_seed if cfg.icl_seed is not None else cfg.seed
-        return SharedDemoCollator(self.tokenizer, pool, examples, k=self.icl_k, seed=seed, pad_token_id=pad,
-                                  enable_thinking=self.model_cfg.get("enable_thinking"),
-                                  teacher_max_length=cfg.teacher_max_length)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        return SharedDemoCollator(self.tokenizer, self.built.examples, self.built.demo_pool, self.data_cfg.icl,
+                                  pad_token_id=pad)
 
     def _world(self) -> tuple[int, int]:
         t = self.trainer
@@ -265,14 +248,6 @@ class TrainDataModule(pl.LightningDataModule):
             out.append(DataLoader(_Tagged(ds), batch_sampler=sampler, collate_fn=self._collate(False),
                                   num_workers=self.num_workers))
         return out
-
-
-def add_identity_teacher_view(item: dict[str, Any]) -> dict[str, Any]:
-    """Give an SFT item the ICL fields of a 0-shot teacher: the same tokens, aligned position by position."""
-    positions = np.nonzero(np.asarray(item["loss_mask"]))[0].astype(np.int64)
-    item.update(teacher_input_ids=item["input_ids"], teacher_loss_mask=item["loss_mask"],
-                student_positions=positions, teacher_positions=positions, num_demos=0)
-    return item
 
 
 def manifest_file(run_data_dir: str | Path) -> str:

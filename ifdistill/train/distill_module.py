@@ -15,10 +15,11 @@ Teachers (``teacher=``):
 - ``separate``: another model (``teacher_model``: a ``model``-like section), loaded frozen.
 - ``self_stopgrad``: the current weights, under ``no_grad`` (the target moves with training).
 
-Demonstrations (``demos=``, read by the datamodule): ``shared`` (the config default) -- one set per
-micro-batch, which the teacher runs once and continues with every example
-(:mod:`ifdistill.train.shared_demos`; about 3x less teacher compute at k=4, same expected gradient) --
-or ``per_example``: the data layer's k demonstrations chosen for each example.
+Demonstrations (``method.k`` and ``method.demos``) are the data layer's business
+(:class:`ifdistill.data.icl.IclSettings`): the module receives batches in one of two layouts -- the
+per-example teacher views (``teacher_input_ids``, ``teacher_positions``) or, for shared demonstrations
+(:mod:`ifdistill.train.shared_demos`), one prefix that the teacher runs once and continues with the
+rows that read it (``teacher_prefix_rows``; the other rows' teacher reads the student's own tokens).
 
 The teacher always runs under ``no_grad`` and in eval mode (no dropout: the target must not be noisy),
 and only at the completion positions of the LM head. Frozen copies are kept out of the module tree
@@ -62,8 +63,7 @@ class ICLDistillModule(SFTModule):
     def __init__(self, model: Mapping[str, Any], peft: Optional[Mapping[str, Any]] = None,
                  optim: Optional[Mapping[str, Any]] = None, *, kd_ratio: float = 0.5, kl: str = "forward",
                  beta: float = 0.5, temperature: float = 1.0, teacher: str = "frozen_initial",
-                 teacher_model: Optional[Mapping[str, Any]] = None, topk: Optional[int] = None, k: int = 4,
-                 demos: str = "per_example", **kwargs: Any):
+                 teacher_model: Optional[Mapping[str, Any]] = None, topk: Optional[int] = None, **kwargs: Any):
         if kl not in DIVERGENCES:
             raise ValueError(f"method.kl must be one of {DIVERGENCES}, got {kl!r}")
         if teacher not in TEACHERS:
@@ -102,30 +102,50 @@ class ICLDistillModule(SFTModule):
     def completion_index(batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """``rows``, student logit columns, teacher logit columns, targets -- one entry per completion token.
 
-        With a shared demonstration prefix the teacher continues the prefix with the student's tokens
-        after the head, so its columns are the student's minus ``teacher_head_len``.
+        With a shared demonstration prefix a prefix row's teacher continues the prefix with the student's
+        tokens after the head, so its columns are the student's minus ``teacher_head_len``; an identity
+        row's teacher reads the student's tokens, so its columns are the student's.
         """
         rows, c = batch["completion_valid"].nonzero(as_tuple=True)
         s_pos = batch["student_positions"][rows, c]
         if "teacher_prefix_ids" in batch:
-            t_cols = s_pos - 1 - batch["teacher_head_len"]
+            shift = batch["teacher_prefix_rows"][rows].long() * batch["teacher_head_len"]
+            t_cols = s_pos - 1 - shift
         else:
             t_cols = batch["teacher_positions"][rows, c] - 1
         return rows, s_pos - 1, t_cols, batch["input_ids"][rows, s_pos]
 
-    def teacher_logits(self, batch: Mapping[str, torch.Tensor], rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    def _teacher(self) -> tuple[SelectiveLM, Any]:
         if self._frozen:
-            lm, ctx = self._frozen[0], contextlib.nullcontext()
-        elif self.teacher_kind == "frozen_initial":
-            lm, ctx = self.lm, adapter_disabled(self.model)
-        else:
-            lm, ctx = self.lm, contextlib.nullcontext()
+            return self._frozen[0], contextlib.nullcontext()
+        if self.teacher_kind == "frozen_initial":
+            return self.lm, adapter_disabled(self.model)
+        return self.lm, contextlib.nullcontext()
+
+    def teacher_logits(self, batch: Mapping[str, torch.Tensor], rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        lm, ctx = self._teacher()
         with torch.no_grad(), ctx, eval_mode(lm):
-            if "teacher_prefix_ids" in batch:
-                head = int(batch["teacher_head_len"])
-                return lm(batch["input_ids"][:, head:], rows, cols, attention_mask=batch["attention_mask"][:, head:],
-                          prefix_ids=batch["teacher_prefix_ids"])
-            return lm(batch["teacher_input_ids"], rows, cols, attention_mask=batch.get("teacher_attention_mask"))
+            if "teacher_prefix_ids" not in batch:
+                return lm(batch["teacher_input_ids"], rows, cols, attention_mask=batch.get("teacher_attention_mask"))
+            return self._shared_prefix_logits(lm, batch, rows, cols)
+
+    @staticmethod
+    def _shared_prefix_logits(lm: SelectiveLM, batch: Mapping[str, torch.Tensor], rows: torch.Tensor,
+                              cols: torch.Tensor) -> torch.Tensor:
+        """Prefix rows continue the shared prefix; identity rows run on their own tokens (one call each)."""
+        ids, mask = batch["input_ids"], batch["attention_mask"]
+        head = int(batch["teacher_head_len"])
+        prefix_rows = batch["teacher_prefix_rows"]
+        if bool(prefix_rows.all()):
+            return lm(ids[:, head:], rows, cols, attention_mask=mask[:, head:], prefix_ids=batch["teacher_prefix_ids"])
+        on_prefix = prefix_rows[rows]
+        index_in = torch.cumsum(prefix_rows.long(), 0) - 1, torch.cumsum((~prefix_rows).long(), 0) - 1
+        a = lm(ids[prefix_rows, head:], index_in[0][rows[on_prefix]], cols[on_prefix],
+               attention_mask=mask[prefix_rows, head:], prefix_ids=batch["teacher_prefix_ids"])
+        b = lm(ids[~prefix_rows], index_in[1][rows[~on_prefix]], cols[~on_prefix], attention_mask=mask[~prefix_rows])
+        out = a.new_empty((rows.numel(), a.shape[-1]))
+        out[on_prefix], out[~on_prefix] = a, b
+        return out
 
     def objective(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         rows, s_cols, t_cols, targets = self.completion_index(batch)

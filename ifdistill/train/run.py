@@ -96,19 +96,28 @@ def build_module(cfg: DictConfig, *, val_names: list[str], on_gpu: bool):
     """The LightningModule named by ``cfg.method`` (``_target_``) with the model/peft/optim sections."""
     from hydra.utils import instantiate
 
+    from ifdistill.data.icl import METHOD_DATA_KEYS
+
     dtype = None if on_gpu else "float32"
-    return instantiate(cfg.method, _convert_="all", model=_container(cfg.model), peft=_container(cfg.peft),
+    method = {k: v for k, v in _container(cfg.method).items() if k not in METHOD_DATA_KEYS}  # read by the data layer
+    return instantiate(method, _convert_="all", model=_container(cfg.model), peft=_container(cfg.peft),
                        optim=_container(cfg.optim), seed=int(cfg.seed), val_names=val_names, dtype=dtype,
                        gradient_checkpointing=bool(cfg.get("gradient_checkpointing", False)),
                        validate_at_start=bool(cfg.run.validate_at_start))
 
 
-def build_datamodule(cfg: DictConfig, rd: Optional[RunDir] = None):
+def resolve_data(cfg: DictConfig):
+    """The data, method and model sections as the data layer reads them (one typed object)."""
+    from ifdistill.data.build import DataConfig
+
+    return DataConfig.resolve(_container(cfg.data), method=_container(cfg.method), model=_container(cfg.model))
+
+
+def build_datamodule(cfg: DictConfig, rd: Optional[RunDir] = None, data=None):
     from ifdistill.train.datamodule import TrainDataModule, manifest_file
 
-    icl_k = int(cfg.method.k) if "k" in cfg.method else None  # distillation methods name their demo count
-    return TrainDataModule(_container(cfg.data), _container(cfg.model), icl_k=icl_k,
-                           demos=str(cfg.method.get("demos", "shared")),
+    data = data if data is not None else resolve_data(cfg)
+    return TrainDataModule(data, _container(cfg.model),
                            manifest_path=manifest_file(rd.data) if rd is not None else None,
                            **_container(cfg.datamodule))
 
@@ -122,9 +131,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     from ifdistill.train.preemption import RequeueOnSignal, TrainingPreempted
 
     validate(cfg)
-    from ifdistill.data.build import DataConfig
-
-    DataConfig.from_mapping(_container(cfg.data))  # unknown data keys fail now, not after the model loads
+    data = resolve_data(cfg)  # unknown data keys or ICL settings fail now, not after the model loads
     rd, rid, digest = resolve_run_dir(cfg)
     resume = str(cfg.run.resume)
     if resume not in ("auto", "never", "required"):
@@ -141,7 +148,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     pl.seed_everything(int(cfg.seed), workers=True, verbose=False)
 
     gpu = _on_gpu(cfg.trainer)
-    dm = build_datamodule(cfg, rd)
+    dm = build_datamodule(cfg, rd, data)
     module = build_module(cfg, val_names=dm.val_names, on_gpu=gpu)
     module.run_dir, module.config_hash, module.run_id = str(rd.root), digest, rid
     module.base_model_path = resolve_model_path(str(cfg.model.name_or_path))

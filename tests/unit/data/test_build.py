@@ -102,7 +102,7 @@ def test_manifest_contents(tok, sources, tmp_path):
 def test_replay_share_per_batch(tok, sources):
     data = build_train_dataset(config(sources, 0.5), tok)
     loader = DataLoader(data.train, batch_size=16, sampler=data.train.sampler(),
-                        collate_fn=collator_for(config(sources, 0.5), tok))
+                        collate_fn=collator_for(DataConfig.from_mapping(config(sources, 0.5)), tok))
     totals = {"replay_examples": 0.0, "total_examples": 0.0}
     for batch in loader:
         share = replay_share(batch)
@@ -140,9 +140,10 @@ def test_render_failure_names_the_row(make_tokenizer, tmp_path):
 
 
 def test_icl_items_and_config_errors(tok, sources):
-    cfg = config(sources, 0.05, icl_k=2)
-    data = build_train_dataset(cfg, tok)
-    batch = collator_for(cfg, tok)([data.train[i] for i in range(len(data.train) - 4, len(data.train))])
+    cfg = config(sources, 0.05)
+    icl = DataConfig.resolve(cfg, method={"k": 2, "demos": "per_example"})
+    data = build_train_dataset(icl, tok)
+    batch = collator_for(icl, tok)([data.train[i] for i in range(len(data.train) - 4, len(data.train))])
     v = batch["completion_valid"]
     s = torch.gather(batch["input_ids"], 1, batch["student_positions"])
     t = torch.gather(batch["teacher_input_ids"], 1, batch["teacher_positions"])
@@ -150,7 +151,7 @@ def test_icl_items_and_config_errors(tok, sources):
     assert batch["num_demos"].tolist() == [0, 0, 0, 0]  # replay items: no demos unless icl_on_replay
     assert data.train[0]["num_demos"] == 2
     with pytest.raises(ValueError, match="packing"):
-        collator_for(cfg, tok, packing=True)
+        collator_for(icl, tok, packing=True)
     with pytest.raises(ValueError, match="no replay source"):
         build_train_dataset({"sources": cfg["sources"], "ratio": 0.1}, tok)
     with pytest.raises(ValueError, match="unknown keys"):

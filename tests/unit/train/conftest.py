@@ -14,20 +14,28 @@ def synthetic_data(n: int = 24, **extra) -> dict:
             "max_length": 384, **extra}
 
 
+def resolved(data: dict, *, k: int | None = None, demos: str = "shared", model: dict = TINY):
+    """The data section resolved as training resolves it (``k=None``: an SFT method)."""
+    from ifdistill.data.build import DataConfig
+
+    method = None if k is None else {"k": k, "demos": demos}
+    return DataConfig.resolve(data, method=method, model=model)
+
+
 @pytest.fixture(scope="session")
 def icl_items(tiny_tokenizer):
     """Four examples rendered with a 2-shot teacher view (student view = plain SFT item)."""
     from ifdistill.data.build import build_train_dataset
 
-    built = build_train_dataset(synthetic_data(24, icl_k=2), tiny_tokenizer)
+    built = build_train_dataset(resolved(synthetic_data(24), k=2, demos="per_example"), tiny_tokenizer)
     return built.train.items[:4]
 
 
 def k0_items(items):
     """The same examples with a teacher view that *is* the student view (k = 0)."""
-    from ifdistill.train.datamodule import add_identity_teacher_view
+    from ifdistill.data.icl import identity_teacher_view
 
-    return [add_identity_teacher_view(dict(it)) for it in items]
+    return [identity_teacher_view(dict(it)) for it in items]
 
 
 def perturb_lora(module, seed: int = 0, std: float = 0.05) -> None:

@@ -19,7 +19,7 @@ from lightning.pytorch.loggers import Logger
 from ifdistill.train.datamodule import TrainDataModule
 from ifdistill.train.sft_module import SFTModule
 
-from tests.unit.train.conftest import LORA, TINY, perturb_lora, synthetic_data
+from tests.unit.train.conftest import LORA, TINY, perturb_lora, resolved, synthetic_data
 
 ROOT = Path(__file__).resolve().parents[3]
 SGD = {"name": "sgd", "lr": 0.5, "schedule": "constant"}
@@ -43,7 +43,7 @@ class Recorder(Logger):
 
 
 def fit(micro_batch_size: int, accumulate: int, optim: dict, steps: int = 2, strategy="auto"):
-    dm = TrainDataModule(synthetic_data(40), TINY, micro_batch_size=micro_batch_size)
+    dm = TrainDataModule(resolved(synthetic_data(40)), TINY, micro_batch_size=micro_batch_size)
     torch.manual_seed(0)  # the LoRA A matrices are drawn at construction
     module = SFTModule(TINY, LORA, optim)
     perturb_lora(module)  # lora_B != 0 so that every LoRA matrix gets a gradient from step 1

@@ -8,7 +8,7 @@ import pytest
 from ifdistill.data.sampler import ResumableDistributedSampler
 from ifdistill.train.datamodule import PAD_INDEX, EvenShardBatchSampler, StepBatchSampler, TrainDataModule, _Tagged
 
-from tests.unit.train.conftest import TINY, synthetic_data
+from tests.unit.train.conftest import TINY, resolved, synthetic_data
 
 
 def order(epoch):  # a different, deterministic order every epoch
@@ -62,7 +62,7 @@ def test_validation_shards_are_even_and_padded_with_empty_examples():
 
 
 def test_datamodule_batches_real_data_with_step_token_totals():
-    dm = TrainDataModule(synthetic_data(30, heldout=4), TINY, micro_batch_size=3, val_batch_size=4)
+    dm = TrainDataModule(resolved(synthetic_data(30, heldout=4)), TINY, micro_batch_size=3, val_batch_size=4)
     assert dm.val_names == ["syn"]
     dm.setup("fit")
     loader = dm.train_dataloader()
@@ -74,7 +74,7 @@ def test_datamodule_batches_real_data_with_step_token_totals():
 
 
 def test_icl_k_comes_from_the_method():
-    dm = TrainDataModule(synthetic_data(30), TINY, micro_batch_size=2, icl_k=2)
+    dm = TrainDataModule(resolved(synthetic_data(30), k=2, demos="per_example"), TINY, micro_batch_size=2)
     dm.setup("fit")
     batch = next(iter(dm.train_dataloader()))
     assert "teacher_input_ids" in batch and int(batch["num_demos"].min()) == 2
@@ -87,7 +87,7 @@ def test_icl_k_comes_from_the_method():
 def test_distillation_with_k0_gets_identity_teacher_views():
     import torch
 
-    dm = TrainDataModule(synthetic_data(30), TINY, micro_batch_size=2, icl_k=0)
+    dm = TrainDataModule(resolved(synthetic_data(30), k=0), TINY, micro_batch_size=2)
     dm.setup("fit")
     batch = next(iter(dm.train_dataloader()))
     assert torch.equal(batch["teacher_input_ids"], batch["input_ids"]) and int(batch["num_demos"].max()) == 0

@@ -25,7 +25,7 @@ def _grads(module):
 def test_kd_ratio_zero_equals_sft_in_loss_and_gradients(icl_items, pad_id):
     sft = SFTModule(TINY, LORA)
     perturb_lora(sft)
-    dist = ICLDistillModule(TINY, LORA, kd_ratio=0.0, k=2, teacher="frozen_initial")
+    dist = ICLDistillModule(TINY, LORA, kd_ratio=0.0, teacher="frozen_initial")
     dist.lm.load_state_dict(sft.lm.state_dict())
     sft_batch, icl_batch = PadCollator(pad_id)(icl_items), IclCollator(pad_id)(icl_items)
     assert int(icl_batch["num_demos"].min()) == 2
@@ -45,7 +45,7 @@ def test_kd_ratio_zero_equals_sft_in_loss_and_gradients(icl_items, pad_id):
 
 @pytest.mark.parametrize("teacher", ["self_stopgrad", "frozen_initial"])
 def test_k0_teacher_equal_to_the_student_gives_zero_kl(icl_items, pad_id, teacher):
-    dist = ICLDistillModule(TINY, LORA, kd_ratio=0.5, k=0, teacher=teacher)
+    dist = ICLDistillModule(TINY, LORA, kd_ratio=0.5, teacher=teacher)
     if teacher == "self_stopgrad":
         perturb_lora(dist)  # a trained adapter: the current model is still its own teacher
     loss, stats = dist.objective(IclCollator(pad_id)(k0_items(icl_items)))
@@ -55,7 +55,7 @@ def test_k0_teacher_equal_to_the_student_gives_zero_kl(icl_items, pad_id, teache
 
 
 def test_frozen_initial_with_lora_is_the_base_model_without_a_copy(icl_items, pad_id):
-    dist = ICLDistillModule(TINY, LORA, k=2, teacher="frozen_initial")
+    dist = ICLDistillModule(TINY, LORA, teacher="frozen_initial")
     sft = SFTModule(TINY, LORA)
     assert dist._frozen == []  # no second model in memory
     assert sum(p.numel() for p in dist.parameters()) == sum(p.numel() for p in sft.parameters())
@@ -76,7 +76,7 @@ def test_frozen_initial_with_lora_is_the_base_model_without_a_copy(icl_items, pa
 
 
 def test_full_finetuning_teacher_is_a_frozen_copy_outside_the_state_dict(icl_items, pad_id):
-    dist = ICLDistillModule(TINY, {"method": "none"}, k=2, teacher="frozen_initial", optim={"lr": 1e-2})
+    dist = ICLDistillModule(TINY, {"method": "none"}, teacher="frozen_initial", optim={"lr": 1e-2})
     assert len(dist._frozen) == 1
     assert all(not p.requires_grad for p in dist._frozen[0].parameters())
     assert all(k.startswith("lm.") for k in dist.state_dict())  # the copy is not checkpointed
@@ -89,7 +89,7 @@ def test_full_finetuning_teacher_is_a_frozen_copy_outside_the_state_dict(icl_ite
 
 
 def test_separate_teacher_is_loaded_frozen(icl_items, pad_id):
-    dist = ICLDistillModule(TINY, LORA, k=2, teacher="separate", teacher_model=TINY)
+    dist = ICLDistillModule(TINY, LORA, teacher="separate", teacher_model=TINY)
     assert len(dist._frozen) == 1 and not any(p.requires_grad for p in dist._frozen[0].parameters())
     _, stats = dist.objective(IclCollator(pad_id)(icl_items))
     assert stats["teacher_count"].item() == stats["count"].item()
