@@ -46,3 +46,22 @@ def test_demo_trains_and_a_rerun_finds_its_finished_run(tmp_path):
     assert again["resumed_from"].endswith("step=000020.ckpt")
     launches = json.loads((run_dir / "run.json").read_text())["launches"]
     assert [bool(x["resumed_from"]) for x in launches] == [False, True]
+
+
+def test_distillation_with_replay_through_the_cli_config(tmp_path):
+    """The sweep's distillation setting on the tiny model (shared demonstrations, replay 50 %, 4 steps):
+    the data layer gets k and the scheme from the method section, the module gets neither (it would
+    refuse unknown arguments), and the divergence is logged."""
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("train", overrides=[
+            "experiment=demo", "method=distill", "method.k=2", "data=synthetic_replay", "data.ratio=0.5",
+            f"paths.output_root={tmp_path}", f"paths.output_dir={tmp_path}/hydra", "trainer.max_steps=4",
+            "trainer.log_every_n_steps=2", "run.eval_every_n_steps=1000", "run.checkpoint_every_n_steps=4",
+            "run.validate_at_start=false", "data.heldout=0", "+data.sources.0.max_examples=64",
+            "datamodule.micro_batch_size=4"])
+    out = train(cfg)
+    assert out["global_step"] == 4 and "train/kd" in out["metrics"]
+    manifest = json.loads((Path(out["run_dir"]) / "data" / "manifest.json").read_text())
+    assert manifest["icl"]["k"] == 2 and manifest["icl"]["demos"] == "shared"
+    assert "icl_k" not in manifest["config"]  # method.k is the one source
