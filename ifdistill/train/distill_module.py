@@ -122,37 +122,47 @@ class ICLDistillModule(SFTModule):
             return self.lm, adapter_disabled(self.model)
         return self.lm, contextlib.nullcontext()
 
-    def teacher_logits(self, batch: Mapping[str, torch.Tensor], rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    def teacher_logits(self, batch: Mapping[str, torch.Tensor], rows: torch.Tensor, cols: torch.Tensor, *,
+                       head: bool = True) -> torch.Tensor:
+        """The teacher's logits (or, ``head=False``, hidden states) at the completion positions, no_grad."""
         lm, ctx = self._teacher()
         with torch.no_grad(), ctx, eval_mode(lm):
             if "teacher_prefix_ids" not in batch:
-                return lm(batch["teacher_input_ids"], rows, cols, attention_mask=batch.get("teacher_attention_mask"))
-            return self._shared_prefix_logits(lm, batch, rows, cols)
+                return lm(batch["teacher_input_ids"], rows, cols, attention_mask=batch.get("teacher_attention_mask"),
+                          head=head)
+            return self._shared_prefix_logits(lm, batch, rows, cols, head)
 
     @staticmethod
     def _shared_prefix_logits(lm: SelectiveLM, batch: Mapping[str, torch.Tensor], rows: torch.Tensor,
-                              cols: torch.Tensor) -> torch.Tensor:
+                              cols: torch.Tensor, head: bool = True) -> torch.Tensor:
         """Prefix rows continue the shared prefix; identity rows run on their own tokens (one call each)."""
         ids, mask = batch["input_ids"], batch["attention_mask"]
-        head = int(batch["teacher_head_len"])
+        skip = int(batch["teacher_head_len"])
         prefix_rows = batch["teacher_prefix_rows"]
         if bool(prefix_rows.all()):
-            return lm(ids[:, head:], rows, cols, attention_mask=mask[:, head:], prefix_ids=batch["teacher_prefix_ids"])
+            return lm(ids[:, skip:], rows, cols, attention_mask=mask[:, skip:], prefix_ids=batch["teacher_prefix_ids"],
+                      head=head)
         on_prefix = prefix_rows[rows]
         index_in = torch.cumsum(prefix_rows.long(), 0) - 1, torch.cumsum((~prefix_rows).long(), 0) - 1
-        a = lm(ids[prefix_rows, head:], index_in[0][rows[on_prefix]], cols[on_prefix],
-               attention_mask=mask[prefix_rows, head:], prefix_ids=batch["teacher_prefix_ids"])
-        b = lm(ids[~prefix_rows], index_in[1][rows[~on_prefix]], cols[~on_prefix], attention_mask=mask[~prefix_rows])
+        a = lm(ids[prefix_rows, skip:], index_in[0][rows[on_prefix]], cols[on_prefix],
+               attention_mask=mask[prefix_rows, skip:], prefix_ids=batch["teacher_prefix_ids"], head=head)
+        b = lm(ids[~prefix_rows], index_in[1][rows[~on_prefix]], cols[~on_prefix], attention_mask=mask[~prefix_rows],
+               head=head)
         out = a.new_empty((rows.numel(), a.shape[-1]))
         out[on_prefix], out[~on_prefix] = a, b
         return out
 
     def objective(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         rows, s_cols, t_cols, targets = self.completion_index(batch)
-        # Teacher first: its gathered (ZeRO-3/FSDP) parameters and activations are freed before the
-        # student's graph is built.
-        t_logits = self.teacher_logits(batch, rows, t_cols)
-        s_logits = self.lm(batch["input_ids"], rows, s_cols, attention_mask=batch.get("attention_mask"))
+        return self.head_objective(
+            lambda head: self.lm(batch["input_ids"], rows, s_cols, attention_mask=batch.get("attention_mask"), head=head),
+            targets, self.loss_from_logits,
+            teacher=lambda head: self.teacher_logits(batch, rows, t_cols, head=head),
+            teacher_head=self._teacher()[0].output_head())
+
+    def loss_from_logits(self, s_logits: torch.Tensor, targets: torch.Tensor,
+                         t_logits: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """``kd_ratio * D(teacher, student) + (1 - kd_ratio) * CE`` summed over the tokens, and the sums to log."""
         r = self.kd["kd_ratio"]
         if self.kd["kind"] == "forward" and self.kd["temperature"] == 1.0 and self.kd["topk"] is None:
             return ce_kd_with_stats(s_logits, targets, t_logits, kd_ratio=r)  # the default: one fused pass

@@ -181,7 +181,9 @@ class SelectiveLM(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, *,
                 attention_mask: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
-                prefix_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+                prefix_ids: Optional[torch.Tensor] = None, head: bool = True) -> torch.Tensor:
+        """``(N, V)`` float32 logits at ``(rows, cols)``; ``head=False``: the ``(N, H)`` hidden states there
+        (for :mod:`ifdistill.train.chunked_head`, which applies the head chunk by chunk)."""
         lm = base_causal_lm(self.model)
         decoder = lm.get_decoder() if hasattr(lm, "get_decoder") else lm.model
         if prefix_ids is None:
@@ -192,7 +194,11 @@ class SelectiveLM(nn.Module):
                              use_cache=False).last_hidden_state
         else:
             hidden = self._continue_prefix(decoder, lm.config, prefix_ids, input_ids, attention_mask)
-        return lm.get_output_embeddings()(hidden[rows, cols]).float()
+        hidden = hidden[rows, cols]
+        return lm.get_output_embeddings()(hidden).float() if head else hidden
+
+    def output_head(self) -> nn.Module:
+        return base_causal_lm(self.model).get_output_embeddings()
 
     @staticmethod
     def _continue_prefix(decoder: nn.Module, config: Any, prefix_ids: torch.Tensor, input_ids: torch.Tensor,

@@ -103,6 +103,7 @@ def build_module(cfg: DictConfig, *, val_names: list[str], on_gpu: bool):
     return instantiate(method, _convert_="all", model=_container(cfg.model), peft=_container(cfg.peft),
                        optim=_container(cfg.optim), seed=int(cfg.seed), val_names=val_names, dtype=dtype,
                        gradient_checkpointing=bool(cfg.get("gradient_checkpointing", False)),
+                       logit_chunk_size=cfg.get("logit_chunk_size"),
                        validate_at_start=bool(cfg.run.validate_at_start))
 
 

@@ -25,13 +25,14 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
 import lightning.pytorch as pl
 import numpy as np
 import torch
 
+from ifdistill.train.chunked_head import ChunkObjective, chunked_head_objective, plain_head
 from ifdistill.train.losses import ce_kd_with_stats, supervised_positions, token_stats
 from ifdistill.train.modeling import SelectiveLM, build_model, decoder_layers
 from ifdistill.train.token_sums import TokenSums, ratio, token_metrics
@@ -75,12 +76,15 @@ class SFTModule(pl.LightningModule):
         optim: ``lr``, ``weight_decay``, ``betas``, ``eps``, ``schedule``, ``warmup_steps``, ``min_lr_ratio``.
         val_names: names of the validation dataloaders, in order (``val/<name>/ce`` ...).
         dtype: overrides ``model.dtype`` (``train()`` forces float32 on CPU).
+        logit_chunk_size: apply the LM head and the objective to this many supervised positions at a
+            time (:mod:`ifdistill.train.chunked_head`); ``None``: all at once.
     """
 
     def __init__(self, model: Mapping[str, Any], peft: Optional[Mapping[str, Any]] = None,
                  optim: Optional[Mapping[str, Any]] = None, *, seed: int = 42, val_names: Sequence[str] = ("heldout",),
                  dtype: Optional[str] = None, gradient_checkpointing: bool = False,
-                 attn_implementation: str = "sdpa", validate_at_start: bool = False):
+                 attn_implementation: str = "sdpa", validate_at_start: bool = False,
+                 logit_chunk_size: Optional[int] = None):
         super().__init__()
         self.save_hyperparameters()
         self.optim_cfg = dict(optim or {})
@@ -91,6 +95,8 @@ class SFTModule(pl.LightningModule):
         self.val_sums = {name: TokenSums(STAT_KEYS) for name in self.val_names}
         self._fsdp_applied = False
         self._last_log: Optional[tuple[float, int]] = None
+        self.logit_chunk_size = int(logit_chunk_size) if logit_chunk_size else None
+        self._warned_unchunked = False
         # Set by ifdistill.train.run.train(); read by the checkpoint-eval callback.
         self.run_dir: Optional[str] = None
         self.config_hash: str = ""
@@ -162,8 +168,42 @@ class SFTModule(pl.LightningModule):
 
     def objective(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Sum (not mean) of the per-token loss of one micro-batch, and the sums to log."""
-        logits, targets = self.student_logits(batch)
-        return ce_kd_with_stats(logits, targets)  # one softmax for the loss and the metrics
+        labels = batch["labels"]
+        rows, cols = supervised_positions(labels)
+        return self.head_objective(
+            lambda head: self.lm(batch["input_ids"], rows, cols, attention_mask=batch.get("attention_mask"),
+                                 position_ids=batch.get("position_ids"), head=head),
+            labels[rows, cols + 1], lambda s, y, t: ce_kd_with_stats(s, y))  # one softmax for loss and metrics
+
+    def head_objective(self, student: Callable[[bool], torch.Tensor], targets: torch.Tensor, loss_fn: ChunkObjective,
+                       teacher: Optional[Callable[[bool], torch.Tensor]] = None,
+                       teacher_head: Optional[torch.nn.Module] = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """``loss_fn(student logits, targets, teacher logits)``, chunked through the LM head when configured.
+
+        ``student(head)``/``teacher(head)`` run the network up to the supervised positions and return
+        logits (``head=True``) or hidden states (``head=False``). The teacher runs first, so that its
+        gathered parameters and activations are freed before the student's graph is built.
+        """
+        heads = self._plain_heads(teacher_head if teacher is not None else None)
+        if heads is None:
+            t_logits = teacher(True) if teacher is not None else None
+            return loss_fn(student(True), targets, t_logits)
+        t_hidden = teacher(False) if teacher is not None else None
+        return chunked_head_objective(student(False), *heads[0], targets, loss_fn, chunk_size=self.logit_chunk_size,
+                                      teacher_hidden=t_hidden, teacher_head=heads[1])
+
+    def _plain_heads(self, teacher_head: Optional[torch.nn.Module]):
+        if not self.logit_chunk_size:
+            return None
+        student = plain_head(self.lm.output_head())
+        teacher = plain_head(teacher_head) if teacher_head is not None else None
+        if student is None or (teacher_head is not None and teacher is None):
+            if not self._warned_unchunked:
+                warnings.warn("logit_chunk_size is set but the LM head is adapted or sharded (LoRA on lm_head, "
+                              "ZeRO-3, FSDP2): the objective runs unchunked")
+                self._warned_unchunked = True
+            return None
+        return student, teacher
 
     # -- training ---------------------------------------------------------------------------------
     def _step_tokens(self, batch: Mapping[str, torch.Tensor], local_count: torch.Tensor) -> torch.Tensor:
