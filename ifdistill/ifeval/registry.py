@@ -1,4 +1,5 @@
-"""The 25 instruction types of google's IFEval, keyed by their benchmark ids.
+"""The 25 instruction types of google's IFEval, keyed by their benchmark ids, and the lookup of
+every id ifdistill scores (these and IFBench's 58).
 
 The registry is an explicit list rather than import-time self-registration so that one file shows
 every supported id, and so that importing it costs nothing: no nltk, no langdetect, no network.
@@ -81,9 +82,23 @@ _ALL: tuple[type[Instruction], ...] = (
 INSTRUCTION_REGISTRY: dict[str, type[Instruction]] = {cls.instruction_id: cls for cls in _ALL}
 
 
+@functools.cache
+def all_instructions() -> dict[str, type[Instruction]]:
+    """Every id ifdistill scores: IFEval's 25 and IFBench's 58 (:mod:`ifdistill.ifbench`).
+
+    Built at first use, because the IFBench checkers import this package's base class.
+    """
+    from ifdistill.ifbench.registry import IFBENCH_REGISTRY  # noqa: PLC0415
+
+    shared = set(INSTRUCTION_REGISTRY) & set(IFBENCH_REGISTRY)
+    if shared:  # pragma: no cover - a guard for future ids
+        raise RuntimeError(f"instruction ids in both IFEval and IFBench: {sorted(shared)}")
+    return {**INSTRUCTION_REGISTRY, **IFBENCH_REGISTRY}
+
+
 @functools.lru_cache(maxsize=4096)
 def _build_cached(instruction_id: str, frozen_kwargs: tuple) -> Instruction:
-    return INSTRUCTION_REGISTRY[instruction_id].from_kwargs(_thaw(frozen_kwargs))
+    return all_instructions()[instruction_id].from_kwargs(_thaw(frozen_kwargs))
 
 
 def _freeze(value: Any) -> Any:
@@ -114,7 +129,7 @@ def build_instruction(
     Raises :class:`InstructionError` whose ``field`` is ``instruction_id_list[index]`` for an
     unknown id, or ``kwargs[index]`` / ``kwargs[index].<name>`` for kwargs that do not fit.
     """
-    if not isinstance(instruction_id, str) or instruction_id not in INSTRUCTION_REGISTRY:
+    if not isinstance(instruction_id, str) or instruction_id not in all_instructions():
         raise InstructionError(
             f"instruction_id_list[{index}]", f"unknown instruction id {instruction_id!r}"
         )

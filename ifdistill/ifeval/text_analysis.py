@@ -135,6 +135,12 @@ def _capital_tokens_in_sentence(sentence: str) -> int:
     return sum(1 for token in _treebank.tokenize(sentence) if token.isupper())
 
 
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def word_tokens(text: str) -> tuple[str, ...]:
+    """``nltk.word_tokenize(text)``: punkt's English sentences, each split by the Treebank tokenizer."""
+    return tuple(tok for s in sentences(text) for tok in _treebank.tokenize(s))
+
+
 def count_capital_words(text: str) -> int:
     """Tokens of ``nltk.word_tokenize`` for which ``str.isupper()`` holds (so "I" and "USA" count).
 
@@ -178,6 +184,7 @@ def clear_caches() -> None:
     """Forget memoised measurements (for benchmarks that must not reuse earlier work)."""
     sentences.cache_clear()
     _capital_tokens_in_sentence.cache_clear()
+    word_tokens.cache_clear()
     detect_language.cache_clear()
     language_matches.cache_clear()
     _SENTBREAKS.clear()
