@@ -55,7 +55,20 @@ def _time(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
-def bench(name: str, rows: list[dict[str, Any]], oracle, repeats: int, profile: bool) -> dict[str, float]:
+def bench(
+    name: str,
+    rows: list[dict[str, Any]],
+    oracle,
+    repeats: int,
+    profile: bool,
+    oracle_name: str = "lm-eval",
+) -> dict[str, float]:
+    """Median rows/s of ``score_rows`` and of ``oracle.score`` row by row, alternating, ours cold.
+
+    Shared with ``bench_ifbench_scorer.py``; ``oracle`` is any object with ifdistill's
+    ``score(prompt, instruction_id_list, kwargs, response)`` signature.
+    """
+
     def ours() -> None:
         score_rows(rows)
 
@@ -77,7 +90,7 @@ def bench(name: str, rows: list[dict[str, Any]], oracle, repeats: int, profile: 
     result["ratio"] = result["ifdistill_rows_per_s"] / result["oracle_rows_per_s"]
     print(
         f"{name:<16} rows={n:<5} ifdistill {result['ifdistill_rows_per_s']:8.0f} rows/s   "
-        f"lm-eval {result['oracle_rows_per_s']:7.0f} rows/s   ratio {result['ratio']:.2f}x   "
+        f"{oracle_name} {result['oracle_rows_per_s']:7.0f} rows/s   ratio {result['ratio']:.2f}x   "
         f"(runs, s: ours {', '.join(f'{t:.2f}' for t in ours_s)}; "
         f"oracle {', '.join(f'{t:.2f}' for t in ref_s)})"
     )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 import sys
 import types
 from typing import Any
@@ -56,6 +57,33 @@ class Oracle:
         """``(strict_inst, loose_inst)`` of a row, as the reference decides them."""
         pairs = [self.judge(prompt, iid, kw, response) for iid, kw in zip(instruction_id_list, kwargs, strict=True)]
         return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+    def score_row(self, prompt: str, instruction_id_list: list[str], kwargs: list[dict[str, Any]], response: str):
+        """``(strict_inst, loose_inst)`` from the reference's row-level functions, as its
+        ``run_eval`` calls them (a crash of any checker raises); what the benchmark times."""
+        inp = self.lib.InputExample(
+            key=0, instruction_id_list=list(instruction_id_list), prompt=prompt,
+            kwargs=[{k: v for k, v in (kw or {}).items() if v is not None} for kw in kwargs],
+        )  # fmt: skip
+        strict = self.lib.test_instruction_following_strict(inp, {prompt: response})
+        loose = self.lib.test_instruction_following_loose(inp, {prompt: response})
+        return strict.follow_instruction_list, loose.follow_instruction_list
+
+
+def load_sample_rows() -> list[dict[str, Any]]:
+    """The reference's 294 sample responses (``ifbench/data/sample_output.jsonl`` in the wheel)
+    paired with its test file (the shared v1 file, byte for byte) by prompt text."""
+    from importlib import resources  # noqa: PLC0415
+
+    from ifdistill.ifeval.reference_data import pair_responses  # noqa: PLC0415
+
+    folder = resources.files("ifbench") / "data"
+
+    def read(name: str) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in (folder / name).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+    return pair_responses(read("IFBench_test.jsonl"), read("sample_output.jsonl"))
 
 
 def _offline_nltk() -> types.ModuleType:

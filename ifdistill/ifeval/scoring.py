@@ -23,6 +23,7 @@ strict failure tries the other variants.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -90,6 +91,9 @@ def clear_caches() -> None:
     depend on them, this only exists so benchmarks can measure a cold start."""
     _build_cached.cache_clear()
     text_analysis.clear_caches()
+    ifbench_text = sys.modules.get("ifdistill.ifbench.text")
+    if ifbench_text is not None:
+        ifbench_text.clear_caches()
 
 
 def loose_variants(response: str) -> list[str]:
