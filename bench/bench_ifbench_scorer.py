@@ -19,6 +19,7 @@ raises (see :mod:`ifdistill.ifbench.oracle`). Timing, alternation and medians ar
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     sets = {name: scorable(rows, oracle) for name, rows in sets.items()}
     for rows in sets.values():  # warm-up: nltk, punkt, emoji, syllapy on both sides
         score_rows(rows[:100])
+    # Long-lived objects (nltk models, emoji's tables, the rows) leave the collector's view, so a
+    # full collection's cost does not land on whichever side happens to trigger it.
+    gc.collect()
+    gc.freeze()
     row_oracle = RowOracle(oracle)
     results = {
         name: bench(name, rows, row_oracle, args.repeats, args.profile, oracle_name="reference")

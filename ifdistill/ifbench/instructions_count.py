@@ -196,10 +196,10 @@ class StopWords(Instruction):
         self.percentage = want_number("percentage", percentage)
 
     def check(self, text: str) -> bool:
-        words = T.count_words(text)
+        words, stopwords = T.count_words_and_stopwords(text)
         if words == 0:
             return False  # the reference divides by zero
-        return (T.count_stopwords(text) / words) * 100 <= self.percentage
+        return (stopwords / words) * 100 <= self.percentage
 
 
 def _endings(text: str) -> tuple[int, int, int]:

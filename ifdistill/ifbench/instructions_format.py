@@ -32,6 +32,8 @@ class NestedParentheses(Instruction):
     instruction_id = "format:parentheses"
 
     def check(self, text: str) -> bool:
+        if sum(text.count(c) for c in "([{") < 5:
+            return False  # depth 5 needs five openers
         stack: list[str] = []
         deepest = 0
         for char in text:
@@ -54,6 +56,8 @@ class NestedQuotes(Instruction):
     instruction_id = "format:quotes"
 
     def check(self, text: str) -> bool:
+        if text.count('"') + text.count("'") < 6:
+            return False  # three levels need three quotes opened and three closed
         stack: list[str] = []
         reached = depth = 0
         for char in text:

@@ -198,8 +198,8 @@ class WordsPosition(Instruction):
         self.keyword = want_text("keyword", keyword, strip=True)
 
     def check(self, text: str) -> bool:
-        words = T.word_tokens(text)
-        return len(words) >= 2 and words[1] == words[-2] == self.keyword
+        head, tail = T.edge_word_tokens(text, 2)
+        return len(head) == 2 and head[1] == tail[0] == self.keyword
 
 
 class AlliterationIncrement(Instruction):

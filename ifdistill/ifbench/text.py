@@ -67,6 +67,25 @@ def split_into_sentences(text: str) -> tuple[str, ...]:
     drop a blank last piece. Literal ``<prd>``/``<stop>`` in the text act as markers, as there."""
     text = " " + text + "  "
     text = text.replace("\n", " ")
+    if "." in text:  # every step up to the quote swaps needs a "." (none adds one)
+        text = _protect_dots(text)
+    if '"' in text:
+        text = text.replace('."', '".')
+    if "!" in text:
+        text = text.replace('!"', '"!')
+    if "?" in text:
+        text = text.replace('?"', '"?')
+    text = text.replace(".", ".<stop>").replace("?", "?<stop>").replace("!", "!<stop>")
+    text = text.replace("<prd>", ".")
+    pieces = [s.strip() for s in text.split("<stop>")]
+    if pieces and not pieces[-1]:
+        pieces = pieces[:-1]
+    return tuple(pieces)
+
+
+def _protect_dots(text: str) -> str:
+    """The splitter's steps that turn the dots of abbreviations, numbers and ellipses into
+    ``<prd>`` (and end a sentence before some starters), in the reference's order."""
     text = _PREFIXES_RE.sub("\\1<prd>", text)
     text = _WEBSITES_RE.sub("<prd>\\1", text)
     text = _DIGITS_RE.sub("\\1<prd>\\2", text)
@@ -82,18 +101,7 @@ def split_into_sentences(text: str) -> tuple[str, ...]:
     text = _LETTER_DOT_RE.sub(" \\1<prd>", text)
     if "\u201d" in text:
         text = text.replace(".\u201d", "\u201d.")
-    if '"' in text:
-        text = text.replace('."', '".')
-    if "!" in text:
-        text = text.replace('!"', '"!')
-    if "?" in text:
-        text = text.replace('?"', '"?')
-    text = text.replace(".", ".<stop>").replace("?", "?<stop>").replace("!", "!<stop>")
-    text = text.replace("<prd>", ".")
-    pieces = [s.strip() for s in text.split("<stop>")]
-    if pieces and not pieces[-1]:
-        pieces = pieces[:-1]
-    return tuple(pieces)
+    return text
 
 
 def count_words(text: str) -> int:
@@ -101,15 +109,14 @@ def count_words(text: str) -> int:
     return text_analysis.count_words(text)
 
 
-def count_stopwords(text: str) -> int:
-    """``\\w+`` tokens whose lower case is an English stopword."""
-    text_analysis.count_words("")  # loads nltk's tokenizer once
-    return sum(1 for t in text_analysis._words.tokenize(text) if t.lower() in STOPWORDS)
+def count_words_and_stopwords(text: str) -> tuple[int, int]:
+    """``\\w+`` tokens, and those whose lower case is an English stopword."""
+    tokens = text_analysis.words(text)
+    return len(tokens), sum(1 for t in tokens if t.lower() in STOPWORDS)
 
 
-def word_tokens(text: str) -> tuple[str, ...]:
-    """``nltk.word_tokenize(text)`` (punkt sentences, then Treebank words)."""
-    return text_analysis.word_tokens(text)
+word_tokens = text_analysis.word_tokens  # nltk.word_tokenize(text)
+edge_word_tokens = text_analysis.edge_word_tokens
 
 
 @functools.lru_cache(maxsize=1)

@@ -112,6 +112,9 @@ def _freeze(value: Any) -> Any:
     raise TypeError(f"unsupported kwarg value {value!r}")
 
 
+_NO_KWARGS = ("d", ())
+
+
 def _thaw(frozen: Any) -> Any:
     tag, payload = frozen
     if tag == "d":
@@ -139,8 +142,9 @@ def build_instruction(
         raise InstructionError(
             f"kwargs[{index}]", f"expected an object, got {type(kwargs).__name__}"
         )
-    try:
-        key = _freeze(kwargs)
+    try:  # None values are dropped by from_kwargs anyway; IFBench rows carry 42 such keys
+        given = {k: v for k, v in kwargs.items() if v is not None}
+        key = _freeze(given) if given else _NO_KWARGS
     except TypeError as exc:
         raise InstructionError(f"kwargs[{index}]", str(exc)) from None
     try:

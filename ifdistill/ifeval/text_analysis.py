@@ -131,14 +131,44 @@ def count_sentences(text: str) -> int:
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
+def _treebank_tokens(sentence: str) -> tuple[str, ...]:
+    return tuple(_treebank.tokenize(sentence))
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
 def _capital_tokens_in_sentence(sentence: str) -> int:
-    return sum(1 for token in _treebank.tokenize(sentence) if token.isupper())
+    return sum(1 for token in _treebank_tokens(sentence) if token.isupper())
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
 def word_tokens(text: str) -> tuple[str, ...]:
-    """``nltk.word_tokenize(text)``: punkt's English sentences, each split by the Treebank tokenizer."""
-    return tuple(tok for s in sentences(text) for tok in _treebank.tokenize(s))
+    """``nltk.word_tokenize(text)``: punkt's English sentences, each split by the Treebank tokenizer
+    (memoised per sentence, so loose variants that share sentences tokenize them once)."""
+    return tuple(tok for s in sentences(text) for tok in _treebank_tokens(s))
+
+
+def edge_word_tokens(text: str, count: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The first and the last ``count`` tokens of ``nltk.word_tokenize(text)``, tokenizing only
+    the sentences at either end that hold them (the two may overlap on a short text)."""
+    parts = sentences(text)
+    head: list[str] = []
+    for s in parts:
+        head.extend(_treebank_tokens(s))
+        if len(head) >= count:
+            break
+    tail: list[str] = []
+    for s in reversed(parts):
+        tail[:0] = _treebank_tokens(s)
+        if len(tail) >= count:
+            break
+    return tuple(head[:count]), tuple(tail[-count:])
+
+
+def words(text: str) -> list[str]:
+    """The ``\\w+`` tokens of nltk's RegexpTokenizer (see :func:`count_words`)."""
+    if _punkt is None:
+        _load_nltk()
+    return _words.tokenize(text)
 
 
 def count_capital_words(text: str) -> int:
@@ -184,6 +214,7 @@ def clear_caches() -> None:
     """Forget memoised measurements (for benchmarks that must not reuse earlier work)."""
     sentences.cache_clear()
     _capital_tokens_in_sentence.cache_clear()
+    _treebank_tokens.cache_clear()
     word_tokens.cache_clear()
     detect_language.cache_clear()
     language_matches.cache_clear()
