@@ -196,7 +196,7 @@ def _csv_city(rng):
 
 def _csv_special(rng):
     header = rng.choice(("ProductID,Category,Brand,Price,Stock", '"ProductID", Category,Brand,Price,Stock', "ProductID;Category"))
-    rows = [f"{i},Tools,Acme,9.99,{i}" for i in range(near(rng, 14))]
+    rows = [f"{i},Tools,Acme,9.99,{i}" for i in range(14 if _maybe(rng, 0.6) else near(rng, 14))]
     if rows and _maybe(rng, 0.8):
         rows[rng.randrange(len(rows))] = rng.choice(('1,"Tools & More",Acme,9.99,3', '1,"Tools",Acme,9.99,3', '1,Tools!,Acme,9.99,3'))
     return "custom:csv_special_character", {}, "\n".join([header] + rows)

@@ -17,7 +17,7 @@ import pytest
 from ifdistill.ifeval import aggregate, boundary_cases, score_rows
 from ifdistill.ifeval.oracle import load_oracle, oracle_is_random
 from ifdistill.ifeval.reference_data import GPT4_REFERENCE_COUNTS, load_gpt4_rows
-from tests.support import require
+from tests.support import compare_with_oracle, require
 
 REFERENCE_VALUES = {
     "prompt_level_strict_acc": 0.7708,
@@ -41,16 +41,7 @@ def gpt4():
 
 def compare(oracle, rows, scored):
     """(decisions compared, instructions skipped as random in lm-eval, list of disagreements)."""
-    compared, random_ones, disagreements = 0, [], []
-    for row, ours in zip(rows, scored, strict=True):
-        strict, loose = oracle.score(row["prompt"], row["instruction_id_list"], row["kwargs"], row["response"])
-        for i, (iid, kwargs) in enumerate(zip(row["instruction_id_list"], row["kwargs"], strict=True)):
-            if oracle_is_random(iid, kwargs):
-                random_ones.append((row.get("key"), iid))
-                continue
-            compared += 2
-            if (strict[i], loose[i]) != (ours["strict_inst"][i], ours["loose_inst"][i]):
-                disagreements.append((row.get("key"), iid, kwargs, (strict[i], loose[i]), ours["strict_inst"][i]))
+    compared, random_ones, _, disagreements = compare_with_oracle(oracle.score, rows, scored, oracle_is_random)
     return compared, random_ones, disagreements
 
 
