@@ -17,7 +17,8 @@ instruction), duplicates and blank ones are dropped up front, and since the firs
 the strict text, an instruction that passes strict passes loose without being run again; only a
 strict failure tries the other variants.
 
-``SCORER_VERSION`` enters the evaluator's config hash: bump it whenever any decision could change.
+``SCORER_VERSION`` enters the evaluator's config hash (with IFBench's version where a row holds an
+IFBench id, :func:`scorer_version_for`): bump it whenever any decision could change.
 """
 
 from __future__ import annotations
@@ -84,6 +85,19 @@ class ScoredRows:
 
     rows: list[dict[str, Any]]
     skipped: list[SkippedRow] = dataclasses.field(default_factory=list)
+
+
+def scorer_version_for(instruction_ids: Iterable[str]) -> str:
+    """The scorer version an evaluation over these ids records: :data:`SCORER_VERSION`, joined by
+    IFBench's (:func:`ifdistill.ifbench.scorer_version`, with its ``start_verb`` route) when any id
+    is an IFBench one. IFEval-only evaluations keep their version, and so their config hashes."""
+    from ifdistill.ifbench.registry import IFBENCH_REGISTRY  # noqa: PLC0415
+
+    if not any(iid in IFBENCH_REGISTRY for iid in instruction_ids):
+        return SCORER_VERSION
+    from ifdistill.ifbench import scorer_version  # noqa: PLC0415
+
+    return f"{SCORER_VERSION}+{scorer_version()}"
 
 
 def clear_caches() -> None:
