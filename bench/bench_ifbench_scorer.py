@@ -18,7 +18,6 @@ raises (see :mod:`ifdistill.ifbench.oracle`). Timing, alternation and medians ar
 
 from __future__ import annotations
 
-import argparse
 import gc
 import sys
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_scorer import bench  # noqa: E402
+from bench_scorer import bench, parse_args  # noqa: E402
 
 from ifdistill.ifbench import boundary_cases  # noqa: E402
 from ifdistill.ifbench.oracle import load_oracle, load_sample_rows  # noqa: E402
@@ -53,11 +52,7 @@ def scorable(rows: list[dict[str, Any]], oracle) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--profile", action="store_true")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the boundary cases")
-    args = parser.parse_args(argv)
+    args = parse_args(argv, __doc__)
 
     oracle = load_oracle()
     sets = {

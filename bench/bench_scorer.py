@@ -104,12 +104,17 @@ def bench(
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parse_args(argv: list[str] | None, doc: str) -> argparse.Namespace:
+    """``--repeats``, ``--profile`` and ``--seed``, shared with ``bench_ifbench_scorer.py``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--seed", type=int, default=0, help="seed of the boundary cases")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv, __doc__)
 
     oracle = load_oracle()
     _warm_up(oracle)

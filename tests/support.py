@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -44,3 +47,10 @@ def compare_with_oracle(oracle_score, rows, scored, is_random, crash=None):
                 if (strict[i], loose[i]) != mine:
                     disagreements.append((row.get("key"), iid, kwargs, (strict[i], loose[i]), mine))
     return compared, random_ones, crashes, disagreements
+
+
+def run_python(code: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``code`` (dedented) in a fresh interpreter: import side effects start from nothing."""
+    env = dict(os.environ, **(env_extra or {}))
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=env, timeout=120)

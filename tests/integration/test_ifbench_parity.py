@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import collections
 import importlib.util
-import subprocess
-import sys
 
 import pytest
 
 from ifdistill.ifbench import IFBENCH_REGISTRY, boundary_cases
 from ifdistill.ifbench.oracle import CRASH, load_oracle, load_sample_rows, oracle_is_random
 from ifdistill.ifeval import score_rows
-from tests.support import compare_with_oracle, require
+from tests.support import compare_with_oracle, require, run_python
 
 #: Where the reference raises on some input, and ifdistill's decision there (strict == loose
 #: unless a loose variant passes).
@@ -48,17 +46,18 @@ def samples(oracle):
 
 def test_oracle_loads_offline_and_leaves_no_stub_behind(oracle):
     """No spaCy placeholder stays in sys.modules and nltk.download is the real one afterwards."""
-    code = (
-        "import sys, nltk\n"
-        "real = nltk.download\n"
-        "from ifdistill.ifbench.oracle import load_oracle\n"
-        "o = load_oracle()\n"
-        "assert o.judge('p', 'format:no_whitespace', {}, 'ab') == (True, True)\n"
-        "assert nltk.download is real and 'spacy' not in sys.modules\n"
-        "assert o.lib.instructions_registry.instructions.nltk.download('x') is False\n"
-        "print('ok')\n"
+    proc = run_python(
+        """
+        import sys, nltk
+        real = nltk.download
+        from ifdistill.ifbench.oracle import load_oracle
+        o = load_oracle()
+        assert o.judge('p', 'format:no_whitespace', {}, 'ab') == (True, True)
+        assert nltk.download is real and 'spacy' not in sys.modules
+        assert o.lib.instructions_registry.instructions.nltk.download('x') is False
+        print('ok')
+        """
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"
 

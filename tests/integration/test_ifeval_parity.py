@@ -9,15 +9,13 @@ ifdistill counts the literal character there, as google's current code does.
 from __future__ import annotations
 
 import importlib.util
-import subprocess
-import sys
 
 import pytest
 
 from ifdistill.ifeval import aggregate, boundary_cases, score_rows
 from ifdistill.ifeval.oracle import load_oracle, oracle_is_random
 from ifdistill.ifeval.reference_data import GPT4_REFERENCE_COUNTS, load_gpt4_rows
-from tests.support import compare_with_oracle, require
+from tests.support import compare_with_oracle, require, run_python
 
 REFERENCE_VALUES = {
     "prompt_level_strict_acc": 0.7708,
@@ -48,14 +46,15 @@ def compare(oracle, rows, scored):
 def test_oracle_loads_without_the_heavy_task_package(oracle):
     """load_oracle() imports only lm-eval's IFEval files (not lm_eval.tasks with datasets & co.)
     and leaves no placeholder behind that would break a later real import."""
-    code = (
-        "import sys\n"
-        "from ifdistill.ifeval.oracle import load_oracle\n"
-        "o = load_oracle()\n"
-        "assert o.score('p', ['punctuation:no_comma'], [{}], 'a b') == ([True], [True])\n"
-        "print(sorted(m for m in ('lm_eval.tasks', 'datasets', 'transformers', 'torch') if m in sys.modules))\n"
+    proc = run_python(
+        """
+        import sys
+        from ifdistill.ifeval.oracle import load_oracle
+        o = load_oracle()
+        assert o.score('p', ['punctuation:no_comma'], [{}], 'a b') == ([True], [True])
+        print(sorted(m for m in ('lm_eval.tasks', 'datasets', 'transformers', 'torch') if m in sys.modules))
+        """
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
 

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-
 import pytest
 
 from ifdistill.ifbench import IFBENCH_REGISTRY, boundary_cases, scorer_version
@@ -13,6 +9,7 @@ from ifdistill.ifbench import text as T
 from ifdistill.ifbench.verbs import looks_like_verb
 from ifdistill.ifeval import score_response, score_rows
 from ifdistill.paths import shared_data_dir
+from tests.support import run_python
 
 
 def test_import_is_light_and_offline():
@@ -27,7 +24,7 @@ def test_import_is_light_and_offline():
         score_response("Hi \\U0001f600. Cat table cat.", ["format:emoji", "words:odd_even_syllables"], [{}, {}])
         print(sorted(m for m in ("spacy", "ifbench") if m in sys.modules))
     """
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+    proc = run_python(code)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[:2] == ["[]", "[]"]
 
