@@ -85,9 +85,32 @@ def _load_nltk() -> None:
                 "Run `make setup`, or set NLTK_DATA to a folder holding tokenizers/punkt_tab/english "
                 f"(python -m nltk.downloader -d DIR punkt_tab). nltk said: {exc}"
             ) from None
-        _treebank = NLTKWordTokenizer()
+        _treebank = _without_timeout_guard(NLTKWordTokenizer())
         _words = RegexpTokenizer(r"\w+")
         _punkt = punkt
+
+
+def _without_timeout_guard(tokenizer: Any) -> Any:
+    """The Treebank tokenizer with its patterns unwrapped from nltk's ``redos`` guard.
+
+    nltk >= 3.10 wraps each compiled ``regex`` pattern in a ``TimedPattern`` that passes a timeout
+    to every call (a guard against catastrophic backtracking on hostile input). The tokenizer runs
+    about 25 substitutions per sentence, and the wrapper costs about a third of its time. The
+    unwrapped patterns are the same compiled objects, so the tokens are the same; the parity tests
+    compare them with the references' through every checker that tokenizes words.
+    """
+
+    def bare(pattern: Any) -> Any:
+        return getattr(pattern, "_rx", pattern)
+
+    for name in ("STARTING_QUOTES", "ENDING_QUOTES", "PUNCTUATION", "CONVERT_PARENTHESES"):
+        setattr(tokenizer, name, [(bare(p), sub) for p, sub in getattr(tokenizer, name)])
+    for name in ("PARENS_BRACKETS", "DOUBLE_DASHES"):
+        pattern, sub = getattr(tokenizer, name)
+        setattr(tokenizer, name, (bare(pattern), sub))
+    for name in ("CONTRACTIONS2", "CONTRACTIONS3"):
+        setattr(tokenizer, name, [bare(p) for p in getattr(tokenizer, name)])
+    return tokenizer
 
 
 def _load_langdetect() -> None:
