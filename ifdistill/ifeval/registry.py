@@ -103,6 +103,9 @@ def _build_cached(instruction_id: str, frozen_kwargs: tuple) -> Instruction:
 
 def _freeze(value: Any) -> Any:
     """A hashable, type-preserving key for JSON-like kwargs (``1`` and ``True`` stay apart)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool:  # the common case, no ABC check
+        return (kind.__name__, value)
     if isinstance(value, Mapping):
         return ("d", tuple(sorted(((str(k), _freeze(v)) for k, v in value.items()))))
     if isinstance(value, (list, tuple)):
@@ -138,7 +141,7 @@ def build_instruction(
         )
     if kwargs is None:
         kwargs = {}
-    if not isinstance(kwargs, Mapping):
+    if type(kwargs) is not dict and not isinstance(kwargs, Mapping):
         raise InstructionError(
             f"kwargs[{index}]", f"expected an object, got {type(kwargs).__name__}"
         )

@@ -176,7 +176,7 @@ def score_response(
 
 def _validate(row: Any) -> list[Instruction]:
     """Check a row's fields and build its checkers; raise ``InstructionError`` naming the field."""
-    if not isinstance(row, Mapping):
+    if type(row) is not dict and not isinstance(row, Mapping):
         raise InstructionError("<row>", f"expected a JSON object, got {type(row).__name__}")
     for name in REQUIRED_FIELDS:
         if name not in row:
