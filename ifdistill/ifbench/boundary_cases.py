@@ -321,7 +321,7 @@ GENERATORS: dict[str, Callable[[random.Random], Case]] = {
 
 def generate(seed: int = 0, per_type: int = 50, combos: int = 300) -> list[dict[str, Any]]:
     """``per_type`` rows per IFBench constraint, ``combos`` combined rows, and each constraint on
-    every special response (blank, lone markup, ...): about 3,800 rows with the defaults."""
+    every special response (blank, lone markup, ...): about 4,100 rows with the defaults."""
     from ifdistill.ifbench.boundary_cases_format import GENERATORS as MORE  # noqa: PLC0415
 
     return assemble({**GENERATORS, **MORE}, seed=seed, per_type=per_type, combos=combos)
