@@ -101,6 +101,8 @@ class ReverseNewline(Instruction):
     instruction_id = "custom:reverse_newline"
 
     def check(self, text: str) -> bool:
+        if "Zimbabwe" not in text:  # stripping a line's ends never removes a letter of it
+            return False
         lines = [s for s in (line.strip(PUNCT_SPACE) for line in text.split("\n")) if s]
         start = next((i for i, line in enumerate(lines) if "Zimbabwe" in line), None)
         if start is None or len(lines) - start < 52:
