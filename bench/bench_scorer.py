@@ -55,7 +55,20 @@ def _time(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
-def bench(name: str, rows: list[dict[str, Any]], oracle, repeats: int, profile: bool) -> dict[str, float]:
+def bench(
+    name: str,
+    rows: list[dict[str, Any]],
+    oracle,
+    repeats: int,
+    profile: bool,
+    oracle_name: str = "lm-eval",
+) -> dict[str, float]:
+    """Median rows/s of ``score_rows`` and of ``oracle.score`` row by row, alternating, ours cold.
+
+    Shared with ``bench_ifbench_scorer.py``; ``oracle`` is any object with ifdistill's
+    ``score(prompt, instruction_id_list, kwargs, response)`` signature.
+    """
+
     def ours() -> None:
         score_rows(rows)
 
@@ -77,7 +90,7 @@ def bench(name: str, rows: list[dict[str, Any]], oracle, repeats: int, profile: 
     result["ratio"] = result["ifdistill_rows_per_s"] / result["oracle_rows_per_s"]
     print(
         f"{name:<16} rows={n:<5} ifdistill {result['ifdistill_rows_per_s']:8.0f} rows/s   "
-        f"lm-eval {result['oracle_rows_per_s']:7.0f} rows/s   ratio {result['ratio']:.2f}x   "
+        f"{oracle_name} {result['oracle_rows_per_s']:7.0f} rows/s   ratio {result['ratio']:.2f}x   "
         f"(runs, s: ours {', '.join(f'{t:.2f}' for t in ours_s)}; "
         f"oracle {', '.join(f'{t:.2f}' for t in ref_s)})"
     )
@@ -91,12 +104,17 @@ def bench(name: str, rows: list[dict[str, Any]], oracle, repeats: int, profile: 
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parse_args(argv: list[str] | None, doc: str) -> argparse.Namespace:
+    """``--repeats``, ``--profile`` and ``--seed``, shared with ``bench_ifbench_scorer.py``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--seed", type=int, default=0, help="seed of the boundary cases")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv, __doc__)
 
     oracle = load_oracle()
     _warm_up(oracle)

@@ -4,6 +4,10 @@ W&B drops data logged with ``step=`` below its current step, and an evaluation u
 training moved on. So W&B gets its own step key: ``ifeval/step`` declared with
 ``define_metric('ifeval/*', step_metric='ifeval/step')``; the row carries the checkpoint's step as a value.
 Other loggers (CSV, TensorBoard) accept past steps and get ``log_metrics(..., step=step)``.
+
+The namespace is the evaluation's benchmark (``eval.benchmark`` in results.json's config, ``ifeval``
+when absent): an IFBench evaluation logs ``ifbench/*`` and ``ifbench_type/*`` on ``ifbench/step``,
+so the two benchmarks of one run never share keys or a step axis.
 """
 
 from __future__ import annotations
@@ -13,7 +17,16 @@ from pathlib import Path
 from typing import Any, Iterable
 
 AGGREGATES = ("prompt_level_strict_acc", "inst_level_strict_acc", "prompt_level_loose_acc", "inst_level_loose_acc")
-STEP_KEY = "ifeval/step"
+STEP_KEY = "ifeval/step"  # IFEval's; other benchmarks: step_key(benchmark)
+
+
+def benchmark_of(results: dict) -> str:
+    """The benchmark an evaluation belongs to (results.json ``config.eval.benchmark``)."""
+    return ((results.get("config") or {}).get("eval") or {}).get("benchmark") or "ifeval"
+
+
+def step_key(benchmark: str) -> str:
+    return f"{benchmark}/step"
 
 
 def aggregates(results: dict) -> dict[str, float]:
@@ -28,12 +41,13 @@ def aggregates(results: dict) -> dict[str, float]:
 
 
 def flat_metrics(results: dict) -> dict[str, float]:
-    """``ifeval/<aggregate>`` plus ``ifeval_type/<instruction id>/{strict,loose}`` accuracies."""
-    flat = {f"ifeval/{k}": v for k, v in aggregates(results).items()}
+    """``<benchmark>/<aggregate>`` plus ``<benchmark>_type/<instruction id>/{strict,loose}`` accuracies."""
+    bench = benchmark_of(results)
+    flat = {f"{bench}/{k}": v for k, v in aggregates(results).items()}
     for inst, vals in (results.get("per_instruction_type") or {}).items():
         for k, v in vals.items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):
-                flat[f"ifeval_type/{inst}/{k}"] = float(v)
+                flat[f"{bench}_type/{inst}/{k}"] = float(v)
     return flat
 
 
@@ -52,37 +66,39 @@ def sample_rows(out_dir: Path, limit: int) -> list[list[Any]]:
     return rows
 
 
-_DEFINED: set[str] = set()  # W&B run ids whose ifeval/* metrics are declared
+_DEFINED: set[tuple[str, str]] = set()  # (W&B run id, benchmark) whose metrics are declared
 
 
 def log_evaluation(loggers: Iterable[Any], step: int, results: dict, out_dir: Path, n_samples: int = 64) -> dict:
     metrics = flat_metrics(results)
+    bench = benchmark_of(results)
     for logger in loggers:
         if type(logger).__name__ == "WandbLogger":
-            _log_wandb(logger.experiment, step, metrics, out_dir, n_samples)
+            _log_wandb(logger.experiment, step, metrics, out_dir, n_samples, bench)
         else:
-            logger.log_metrics({**metrics, STEP_KEY: float(step)}, step=step)
+            logger.log_metrics({**metrics, step_key(bench): float(step)}, step=step)
             logger.save()
     return metrics
 
 
-def _log_wandb(run: Any, step: int, metrics: dict, out_dir: Path, n_samples: int) -> None:
+def _log_wandb(run: Any, step: int, metrics: dict, out_dir: Path, n_samples: int, bench: str = "ifeval") -> None:
     import wandb
 
-    if run.id not in _DEFINED:
-        run.define_metric(STEP_KEY)
-        run.define_metric("ifeval/*", step_metric=STEP_KEY)
-        run.define_metric("ifeval_type/*", step_metric=STEP_KEY)
-        _DEFINED.add(run.id)
-    payload: dict[str, Any] = {**metrics, STEP_KEY: step}
+    key = step_key(bench)
+    if (run.id, bench) not in _DEFINED:
+        run.define_metric(key)
+        run.define_metric(f"{bench}/*", step_metric=key)
+        run.define_metric(f"{bench}_type/*", step_metric=key)
+        _DEFINED.add((run.id, bench))
+    payload: dict[str, Any] = {**metrics, key: step}
     rows = sample_rows(out_dir, n_samples)
     if rows:
-        payload["ifeval/samples"] = wandb.Table(
+        payload[f"{bench}/samples"] = wandb.Table(
             columns=["key", "prompt", "response", "strict_prompt", "loose_prompt"], data=rows)
     run.log(payload)
     # The summary shows the latest checkpoint's evaluation, whatever order evaluations finish in.
-    if step >= (run.summary.get(STEP_KEY) or -1):
+    if step >= (run.summary.get(key) or -1):
         for k, v in metrics.items():
-            if k.startswith("ifeval/"):
+            if k.startswith(f"{bench}/"):
                 run.summary[k] = v
-        run.summary[STEP_KEY] = step
+        run.summary[key] = step

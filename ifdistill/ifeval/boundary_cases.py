@@ -16,7 +16,7 @@ random letter for anything else). Those cases are covered by the hand-written te
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ifdistill.ifeval.instructions_case_language import LANGUAGE_CODES
@@ -60,15 +60,15 @@ INTROS = ("Sure! Here is my answer:", "Of course.", "**Answer**", "Here you go, 
 OUTROS = ("Hope this helps!", "Let me know if you need more.", "*Thanks*", "P.S. bye", "---")
 
 
-def _pick(rng: random.Random, items):
+def pick(rng: random.Random, items):
     return items[rng.randrange(len(items))]
 
 
 def _sentence(rng: random.Random, n_words: int) -> str:
-    return " ".join(_pick(rng, FILLER) for _ in range(n_words)).strip()
+    return " ".join(pick(rng, FILLER) for _ in range(n_words)).strip()
 
 
-def _near(rng: random.Random, threshold: int) -> int:
+def near(rng: random.Random, threshold: int) -> int:
     """A count at, just below or just above ``threshold`` (never negative)."""
     return max(0, threshold + rng.choice((-2, -1, -1, 0, 0, 0, 1, 1, 2)))
 
@@ -88,8 +88,8 @@ def _keywords(rng: random.Random) -> Case:
 
 
 def _frequency(rng: random.Random) -> Case:
-    kw, freq = _pick(rng, WORDS), rng.randint(1, 5)
-    chunks = [rng.choice((kw, kw.upper(), f"**{kw}**", kw + "s")) for _ in range(_near(rng, freq))]
+    kw, freq = pick(rng, WORDS), rng.randint(1, 5)
+    chunks = [rng.choice((kw, kw.upper(), f"**{kw}**", kw + "s")) for _ in range(near(rng, freq))]
     chunks += [_sentence(rng, 4) for _ in range(rng.randint(1, 3))]
     rng.shuffle(chunks)
     kwargs = {"keyword": kw, "frequency": freq, "relation": _relation(rng)}
@@ -108,7 +108,7 @@ def _forbidden(rng: random.Random) -> Case:
 def _letter(rng: random.Random) -> Case:
     letter = rng.choice("abcdefghijklmnopqrstuvwxyzAEZ")
     freq = rng.randint(1, 12)
-    body = "".join(rng.choice((letter.lower(), letter.upper())) + " " for _ in range(_near(rng, freq)))
+    body = "".join(rng.choice((letter.lower(), letter.upper())) + " " for _ in range(near(rng, freq)))
     noise = "".join(rng.choice("0123456789 .,;:-") for _ in range(rng.randint(1, 20)))
     kwargs = {"letter": letter, "let_frequency": freq, "let_relation": _relation(rng)}
     return "keywords:letter_frequency", kwargs, noise + "\n" + body + "\n" + noise
@@ -130,7 +130,7 @@ def _language(rng: random.Random) -> Case:
 
 def _sentences(rng: random.Random) -> Case:
     n = rng.randint(1, 8)
-    text = " ".join(_sentence(rng, rng.randint(3, 9)) for _ in range(_near(rng, n)))
+    text = " ".join(_sentence(rng, rng.randint(3, 9)) for _ in range(near(rng, n)))
     return "length_constraints:number_sentences", {"num_sentences": n, "relation": _relation(rng)}, text
 
 
@@ -145,14 +145,14 @@ def _words(rng: random.Random) -> Case:
     if rng.random() < 0.3:  # scripts whose words contain combining marks
         text = MULTILINGUAL[rng.choice(("hi", "bn", "ta", "th", "vi", "ko", "ar", "ja"))]
     else:
-        text = " ".join(_pick(rng, WORD_PIECES) for _ in range(_near(rng, n)))
+        text = " ".join(pick(rng, WORD_PIECES) for _ in range(near(rng, n)))
     return "length_constraints:number_words", {"num_words": n, "relation": _relation(rng)}, text
 
 
 def _paragraphs_stars(rng: random.Random) -> Case:
     n = rng.randint(1, 5)
     sep = rng.choice(("\n***\n", "***", " *** ", "\n\n***\n\n", "\n****\n", "\n* * *\n"))
-    text = sep.join(_sentence(rng, 5) for _ in range(_near(rng, n) or 1))
+    text = sep.join(_sentence(rng, 5) for _ in range(near(rng, n) or 1))
     roll = rng.random()
     if roll < 0.15:
         text = "***\n" + text
@@ -166,8 +166,8 @@ def _paragraphs_stars(rng: random.Random) -> Case:
 def _nth_paragraph(rng: random.Random) -> Case:
     n = rng.randint(1, 5)
     nth = rng.randint(1, n)
-    word = _pick(rng, WORDS)
-    paras = [_sentence(rng, 6) for _ in range(_near(rng, n) or 1)]
+    word = pick(rng, WORDS)
+    paras = [_sentence(rng, 6) for _ in range(near(rng, n) or 1)]
     if nth <= len(paras):
         forms = (word, word.title(), f'"{word}', f"'{word}", f"{word}.", f"{word},", word + "s", f"**{word}**")
         paras[nth - 1] = rng.choice(forms) + " " + paras[nth - 1]
@@ -181,7 +181,7 @@ def _nth_paragraph(rng: random.Random) -> Case:
 def _placeholders(rng: random.Random) -> Case:
     n = rng.randint(1, 6)
     forms = ("[name]", "[]", "[a [b] c]", "[multi\nline]", "[[x]]", "[x]y]")
-    items = [rng.choice(forms) for _ in range(_near(rng, n))]
+    items = [rng.choice(forms) for _ in range(near(rng, n))]
     return "detectable_content:number_placeholders", {"num_placeholders": n}, " text ".join(items) + " end"
 
 
@@ -193,7 +193,7 @@ POSTSCRIPTS = (
 
 def _postscript(rng: random.Random) -> Case:
     marker = rng.choice(("P.S.", "P.P.S"))
-    text = _sentence(rng, 6) + "\n" + _pick(rng, POSTSCRIPTS)
+    text = _sentence(rng, 6) + "\n" + pick(rng, POSTSCRIPTS)
     return "detectable_content:postscript", {"postscript_marker": marker}, text
 
 
@@ -202,7 +202,7 @@ BULLET_LINES = ("* item", "- item", "  * item", "---", "**bold** line", "*", "1.
 
 def _bullets(rng: random.Random) -> Case:
     n = rng.randint(1, 6)
-    lines = [_pick(rng, BULLET_LINES) for _ in range(_near(rng, n))]
+    lines = [pick(rng, BULLET_LINES) for _ in range(near(rng, n))]
     return "detectable_format:number_bullet_lists", {"num_bullets": n}, "Intro\n" + "\n".join(lines)
 
 
@@ -213,14 +213,14 @@ ANSWERS = (
 
 
 def _constrained(rng: random.Random) -> Case:
-    text = rng.choice(("", "Well. ", "**")) + _pick(rng, ANSWERS) + rng.choice(("", " Because.", "**"))
+    text = rng.choice(("", "Well. ", "**")) + pick(rng, ANSWERS) + rng.choice(("", " Because.", "**"))
     return "detectable_format:constrained_response", {}, text
 
 
 def _highlights(rng: random.Random) -> Case:
     n = rng.randint(1, 5)
     forms = ("*one*", "**two**", "* *", "** **", "*a\nb*", "***x***", "*x", "**")
-    spans = [rng.choice(forms) for _ in range(_near(rng, n))]
+    spans = [rng.choice(forms) for _ in range(near(rng, n))]
     return "detectable_format:number_highlighted_sections", {"num_highlights": n}, " and ".join(spans) or "none"
 
 
@@ -228,7 +228,7 @@ def _sections(rng: random.Random) -> Case:
     spliter = rng.choice(("Section", "SECTION", "Chapter", "PARAGRAPH", "Part"))
     n = rng.randint(1, 5)
     heads = []
-    for i in range(1, _near(rng, n) + 1):
+    for i in range(1, near(rng, n) + 1):
         forms = (f"{spliter} {i}", f"{spliter}{i}", f"{spliter.lower()} {i}", f"{spliter} X", f"{spliter} {i}:")
         heads.append(rng.choice(forms))
     text = "\n".join(h + "\n" + _sentence(rng, 4) for h in heads)
@@ -243,7 +243,7 @@ JSON_WRAPPERS = (
 
 
 def _json(rng: random.Random) -> Case:
-    text = _pick(rng, JSON_WRAPPERS).replace("@", _pick(rng, JSON_BODIES))
+    text = pick(rng, JSON_WRAPPERS).replace("@", pick(rng, JSON_BODIES))
     return "detectable_format:json_format", {}, text
 
 
@@ -251,7 +251,7 @@ TITLES = ("<<A Title>>", "<< >>", "<<>>", "<<a\nb>>", "<title>", "<<<x>>>", "<<x
 
 
 def _title(rng: random.Random) -> Case:
-    return "detectable_format:title", {}, _pick(rng, TITLES) + "\n" + _sentence(rng, 5)
+    return "detectable_format:title", {}, pick(rng, TITLES) + "\n" + _sentence(rng, 5)
 
 
 TWO_RESPONSES = (
@@ -261,12 +261,12 @@ TWO_RESPONSES = (
 
 
 def _two_responses(rng: random.Random) -> Case:
-    text = _pick(rng, TWO_RESPONSES).format(a=_sentence(rng, 4), b=_sentence(rng, 4))
+    text = pick(rng, TWO_RESPONSES).format(a=_sentence(rng, 4), b=_sentence(rng, 4))
     return "combination:two_responses", {}, text
 
 
 def _repeat(rng: random.Random) -> Case:
-    prompt = "Write a " + _pick(rng, WORDS) + " poem about the " + _pick(rng, WORDS) + "."
+    prompt = "Write a " + pick(rng, WORDS) + " poem about the " + pick(rng, WORDS) + "."
     forms = (prompt, prompt.upper(), "  " + prompt, "Sure!\n" + prompt, prompt[:-1], prompt.replace(" ", "  ", 1))
     text = rng.choice(forms + ("*" + prompt,)) + "\n" + _sentence(rng, 6)
     return "combination:repeat_prompt", {"prompt_to_repeat": prompt}, text
@@ -284,7 +284,7 @@ CAPITAL_WORDS = ("WOW", "I", "DON'T", "U.S.A.", "WELL-KNOWN", "A1", "NASA's", "O
 
 def _capital_words(rng: random.Random) -> Case:
     n = rng.randint(1, 12)
-    caps = [_pick(rng, CAPITAL_WORDS) for _ in range(_near(rng, n))]
+    caps = [pick(rng, CAPITAL_WORDS) for _ in range(near(rng, n))]
     text = " ".join(caps + _sentence(rng, 6).lower().split())
     kwargs = {"capital_frequency": n, "capital_relation": _relation(rng)}
     return "change_case:capital_word_frequency", kwargs, text
@@ -315,7 +315,7 @@ QUOTED = ('"{s}"', '  "{s}"  \n', "\u201c{s}\u201d", '"', '""', '"{s}', 'Sure:\n
 
 
 def _quotation(rng: random.Random) -> Case:
-    return "startend:quotation", {}, _pick(rng, QUOTED).format(s=_sentence(rng, 5))
+    return "startend:quotation", {}, pick(rng, QUOTED).format(s=_sentence(rng, 5))
 
 
 GENERATORS: dict[str, Callable[[random.Random], Case]] = {
@@ -346,15 +346,15 @@ GENERATORS: dict[str, Callable[[random.Random], Case]] = {
 }
 
 
-def _loose_noise(rng: random.Random, text: str) -> str:
+def loose_noise(rng: random.Random, text: str) -> str:
     """Perturb what loose mode looks at: first/last lines, ``*`` markup, surrounding whitespace."""
     roll = rng.random()
     if roll < 0.15:
-        text = _pick(rng, INTROS) + "\n" + text
+        text = pick(rng, INTROS) + "\n" + text
     elif roll < 0.3:
-        text = text + "\n" + _pick(rng, OUTROS)
+        text = text + "\n" + pick(rng, OUTROS)
     elif roll < 0.4:
-        text = _pick(rng, INTROS) + "\n" + text + "\n" + _pick(rng, OUTROS)
+        text = pick(rng, INTROS) + "\n" + text + "\n" + pick(rng, OUTROS)
     elif roll < 0.45:
         text = "**" + text + "**"
     elif roll < 0.5:
@@ -369,12 +369,21 @@ SPECIAL_RESPONSES = (
 )  # fmt: skip
 
 
-def generate(seed: int = 0, per_type: int = 110, combos: int = 400) -> list[dict[str, Any]]:
-    """Rows ``{key, prompt, instruction_id_list, kwargs, response}`` on the checkers' boundaries.
+def assemble(
+    generators: Mapping[str, Callable[[random.Random], Case]],
+    *,
+    seed: int,
+    per_type: int,
+    combos: int,
+    special_responses: Sequence[str] = SPECIAL_RESPONSES,
+    companions: Mapping[str, Sequence[str]] | None = None,
+) -> list[dict[str, Any]]:
+    """Rows ``{key, prompt, instruction_id_list, kwargs, response}`` from a benchmark's generators.
 
-    ``per_type`` single-instruction rows for each of the 25 types (english_lowercase shares a
-    generator with english_capital), ``combos`` rows combining 2-3 instructions on one response,
-    and each type on every one of ``SPECIAL_RESPONSES`` (empty, blank, lone markup, ...).
+    ``per_type`` single-instruction rows per generator (with :func:`loose_noise`), ``combos`` rows
+    combining 2-3 instructions on one response, and each generator's instruction on every one of
+    ``special_responses``; ``companions`` names ids without kwargs that share a generator (IFEval's
+    english_lowercase shares english_capital's) and are added on the special responses too.
     """
     rng = random.Random(seed)
     rows: list[dict[str, Any]] = []
@@ -390,18 +399,27 @@ def generate(seed: int = 0, per_type: int = 110, combos: int = 400) -> list[dict
             }
         )
 
-    names = list(GENERATORS)
+    names = list(generators)
     for name in names:
         for _ in range(per_type):
-            case = GENERATORS[name](rng)
-            add([case], _loose_noise(rng, case[2]))
+            case = generators[name](rng)
+            add([case], loose_noise(rng, case[2]))
     for _ in range(combos):
-        cases = [GENERATORS[_pick(rng, names)](rng) for _ in range(rng.randint(2, 3))]
-        add(cases, _loose_noise(rng, "\n".join(c[2] for c in cases)))
-    for special in SPECIAL_RESPONSES:
+        cases = [generators[pick(rng, names)](rng) for _ in range(rng.randint(2, 3))]
+        add(cases, loose_noise(rng, "\n".join(c[2] for c in cases)))
+    for special in special_responses:
         for name in names:
-            iid, kwargs, _ = GENERATORS[name](rng)
+            iid, kwargs, _ = generators[name](rng)
             add([(iid, kwargs, "")], special)
-            if iid == "change_case:english_capital":
-                add([("change_case:english_lowercase", {}, "")], special)
+            for companion in (companions or {}).get(iid, ()):
+                add([(companion, {}, "")], special)
     return rows
+
+
+def generate(seed: int = 0, per_type: int = 110, combos: int = 400) -> list[dict[str, Any]]:
+    """IFEval's boundary rows: ``per_type`` rows for each of the 25 types (english_lowercase shares
+    a generator with english_capital), ``combos`` combined rows, and every special response."""
+    return assemble(
+        GENERATORS, seed=seed, per_type=per_type, combos=combos,
+        companions={"change_case:english_capital": ("change_case:english_lowercase",)},
+    )  # fmt: skip

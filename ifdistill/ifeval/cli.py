@@ -1,5 +1,7 @@
 """``ifdistill-score IN.jsonl -o OUT.jsonl [--skip-invalid]``: score a JSONL file of responses.
 
+Rows may hold IFEval ids, IFBench ids (:mod:`ifdistill.ifbench`) or both.
+
 Each IN row needs ``prompt``, ``instruction_id_list``, ``kwargs`` and ``response``; other fields
 (``key``, ``id``, ...) are kept. Each OUT row is the IN row (its keys in their input order) followed
 by ``strict_inst``, ``loose_inst``, ``strict_prompt`` and ``loose_prompt``; OUT has the valid rows in
@@ -72,7 +74,7 @@ def format_aggregates(agg: dict[str, Any]) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ifdistill-score",
-        description="Score IFEval responses (strict and loose, as google's IFEval) in a JSONL file.",
+        description="Score IFEval and IFBench responses (strict and loose, as the references do) in a JSONL file.",
     )
     parser.add_argument(
         "input", type=Path, help="JSONL rows with prompt, instruction_id_list, kwargs, response"

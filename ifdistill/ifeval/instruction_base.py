@@ -108,6 +108,16 @@ def want_count(name: str, value: Any, minimum: int = 0) -> int:
     return value
 
 
+def want_number(name: str, value: Any, minimum: float = 0) -> int | float:
+    """An int or a float (IFBench stores counts as ``12.0``) >= ``minimum``, kept as given so that
+    comparisons and arithmetic match the reference's; ``bool`` and NaN are refused."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise InvalidKwargsError(name, f"expected a number, got {value!r}")
+    if value < minimum:
+        raise InvalidKwargsError(name, f"must be >= {minimum}, got {value}")
+    return value
+
+
 def want_relation(name: str, value: Any) -> str:
     if value not in RELATIONS:
         raise InvalidKwargsError(name, f"expected one of {list(RELATIONS)}, got {value!r}")

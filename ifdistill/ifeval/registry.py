@@ -1,4 +1,5 @@
-"""The 25 instruction types of google's IFEval, keyed by their benchmark ids.
+"""The 25 instruction types of google's IFEval, keyed by their benchmark ids, and the lookup of
+every id ifdistill scores (these and IFBench's 58).
 
 The registry is an explicit list rather than import-time self-registration so that one file shows
 every supported id, and so that importing it costs nothing: no nltk, no langdetect, no network.
@@ -81,13 +82,30 @@ _ALL: tuple[type[Instruction], ...] = (
 INSTRUCTION_REGISTRY: dict[str, type[Instruction]] = {cls.instruction_id: cls for cls in _ALL}
 
 
+@functools.cache
+def all_instructions() -> dict[str, type[Instruction]]:
+    """Every id ifdistill scores: IFEval's 25 and IFBench's 58 (:mod:`ifdistill.ifbench`).
+
+    Built at first use, because the IFBench checkers import this package's base class.
+    """
+    from ifdistill.ifbench.registry import IFBENCH_REGISTRY  # noqa: PLC0415
+
+    shared = set(INSTRUCTION_REGISTRY) & set(IFBENCH_REGISTRY)
+    if shared:  # pragma: no cover - a guard for future ids
+        raise RuntimeError(f"instruction ids in both IFEval and IFBench: {sorted(shared)}")
+    return {**INSTRUCTION_REGISTRY, **IFBENCH_REGISTRY}
+
+
 @functools.lru_cache(maxsize=4096)
 def _build_cached(instruction_id: str, frozen_kwargs: tuple) -> Instruction:
-    return INSTRUCTION_REGISTRY[instruction_id].from_kwargs(_thaw(frozen_kwargs))
+    return all_instructions()[instruction_id].from_kwargs(_thaw(frozen_kwargs))
 
 
 def _freeze(value: Any) -> Any:
     """A hashable, type-preserving key for JSON-like kwargs (``1`` and ``True`` stay apart)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool:  # the common case, no ABC check
+        return (kind.__name__, value)
     if isinstance(value, Mapping):
         return ("d", tuple(sorted(((str(k), _freeze(v)) for k, v in value.items()))))
     if isinstance(value, (list, tuple)):
@@ -95,6 +113,9 @@ def _freeze(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, float, bool)):
         return (type(value).__name__, value)
     raise TypeError(f"unsupported kwarg value {value!r}")
+
+
+_NO_KWARGS = ("d", ())
 
 
 def _thaw(frozen: Any) -> Any:
@@ -114,18 +135,19 @@ def build_instruction(
     Raises :class:`InstructionError` whose ``field`` is ``instruction_id_list[index]`` for an
     unknown id, or ``kwargs[index]`` / ``kwargs[index].<name>`` for kwargs that do not fit.
     """
-    if not isinstance(instruction_id, str) or instruction_id not in INSTRUCTION_REGISTRY:
+    if not isinstance(instruction_id, str) or instruction_id not in all_instructions():
         raise InstructionError(
             f"instruction_id_list[{index}]", f"unknown instruction id {instruction_id!r}"
         )
     if kwargs is None:
         kwargs = {}
-    if not isinstance(kwargs, Mapping):
+    if type(kwargs) is not dict and not isinstance(kwargs, Mapping):
         raise InstructionError(
             f"kwargs[{index}]", f"expected an object, got {type(kwargs).__name__}"
         )
-    try:
-        key = _freeze(kwargs)
+    try:  # None values are dropped by from_kwargs anyway; IFBench rows carry 42 such keys
+        given = {k: v for k, v in kwargs.items() if v is not None}
+        key = _freeze(given) if given else _NO_KWARGS
     except TypeError as exc:
         raise InstructionError(f"kwargs[{index}]", str(exc)) from None
     try:

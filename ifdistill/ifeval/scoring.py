@@ -17,12 +17,14 @@ instruction), duplicates and blank ones are dropped up front, and since the firs
 the strict text, an instruction that passes strict passes loose without being run again; only a
 strict failure tries the other variants.
 
-``SCORER_VERSION`` enters the evaluator's config hash: bump it whenever any decision could change.
+``SCORER_VERSION`` enters the evaluator's config hash (with IFBench's version where a row holds an
+IFBench id, :func:`scorer_version_for`): bump it whenever any decision could change.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -85,11 +87,27 @@ class ScoredRows:
     skipped: list[SkippedRow] = dataclasses.field(default_factory=list)
 
 
+def scorer_version_for(instruction_ids: Iterable[str]) -> str:
+    """The scorer version an evaluation over these ids records: :data:`SCORER_VERSION`, joined by
+    IFBench's (:func:`ifdistill.ifbench.scorer_version`, with its ``start_verb`` route) when any id
+    is an IFBench one. IFEval-only evaluations keep their version, and so their config hashes."""
+    from ifdistill.ifbench.registry import IFBENCH_REGISTRY  # noqa: PLC0415
+
+    if not any(iid in IFBENCH_REGISTRY for iid in instruction_ids):
+        return SCORER_VERSION
+    from ifdistill.ifbench import scorer_version  # noqa: PLC0415
+
+    return f"{SCORER_VERSION}+{scorer_version()}"
+
+
 def clear_caches() -> None:
     """Drop every memo the scorer keeps (built checkers, text measurements); decisions never
     depend on them, this only exists so benchmarks can measure a cold start."""
     _build_cached.cache_clear()
     text_analysis.clear_caches()
+    ifbench_text = sys.modules.get("ifdistill.ifbench.text")
+    if ifbench_text is not None:
+        ifbench_text.clear_caches()
 
 
 def loose_variants(response: str) -> list[str]:
@@ -158,7 +176,7 @@ def score_response(
 
 def _validate(row: Any) -> list[Instruction]:
     """Check a row's fields and build its checkers; raise ``InstructionError`` naming the field."""
-    if not isinstance(row, Mapping):
+    if type(row) is not dict and not isinstance(row, Mapping):
         raise InstructionError("<row>", f"expected a JSON object, got {type(row).__name__}")
     for name in REQUIRED_FIELDS:
         if name not in row:

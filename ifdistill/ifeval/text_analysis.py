@@ -85,9 +85,32 @@ def _load_nltk() -> None:
                 "Run `make setup`, or set NLTK_DATA to a folder holding tokenizers/punkt_tab/english "
                 f"(python -m nltk.downloader -d DIR punkt_tab). nltk said: {exc}"
             ) from None
-        _treebank = NLTKWordTokenizer()
+        _treebank = _without_timeout_guard(NLTKWordTokenizer())
         _words = RegexpTokenizer(r"\w+")
         _punkt = punkt
+
+
+def _without_timeout_guard(tokenizer: Any) -> Any:
+    """The Treebank tokenizer with its patterns unwrapped from nltk's ``redos`` guard.
+
+    nltk >= 3.10 wraps each compiled ``regex`` pattern in a ``TimedPattern`` that passes a timeout
+    to every call (a guard against catastrophic backtracking on hostile input). The tokenizer runs
+    about 25 substitutions per sentence, and the wrapper costs about a third of its time. The
+    unwrapped patterns are the same compiled objects, so the tokens are the same; the parity tests
+    compare them with the references' through every checker that tokenizes words.
+    """
+
+    def bare(pattern: Any) -> Any:
+        return getattr(pattern, "_rx", pattern)
+
+    for name in ("STARTING_QUOTES", "ENDING_QUOTES", "PUNCTUATION", "CONVERT_PARENTHESES"):
+        setattr(tokenizer, name, [(bare(p), sub) for p, sub in getattr(tokenizer, name)])
+    for name in ("PARENS_BRACKETS", "DOUBLE_DASHES"):
+        pattern, sub = getattr(tokenizer, name)
+        setattr(tokenizer, name, (bare(pattern), sub))
+    for name in ("CONTRACTIONS2", "CONTRACTIONS3"):
+        setattr(tokenizer, name, [bare(p) for p in getattr(tokenizer, name)])
+    return tokenizer
 
 
 def _load_langdetect() -> None:
@@ -131,8 +154,44 @@ def count_sentences(text: str) -> int:
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
+def _treebank_tokens(sentence: str) -> tuple[str, ...]:
+    return tuple(_treebank.tokenize(sentence))
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
 def _capital_tokens_in_sentence(sentence: str) -> int:
-    return sum(1 for token in _treebank.tokenize(sentence) if token.isupper())
+    return sum(1 for token in _treebank_tokens(sentence) if token.isupper())
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def word_tokens(text: str) -> tuple[str, ...]:
+    """``nltk.word_tokenize(text)``: punkt's English sentences, each split by the Treebank tokenizer
+    (memoised per sentence, so loose variants that share sentences tokenize them once)."""
+    return tuple(tok for s in sentences(text) for tok in _treebank_tokens(s))
+
+
+def edge_word_tokens(text: str, count: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The first and the last ``count`` tokens of ``nltk.word_tokenize(text)``, tokenizing only
+    the sentences at either end that hold them (the two may overlap on a short text)."""
+    parts = sentences(text)
+    head: list[str] = []
+    for s in parts:
+        head.extend(_treebank_tokens(s))
+        if len(head) >= count:
+            break
+    tail: list[str] = []
+    for s in reversed(parts):
+        tail[:0] = _treebank_tokens(s)
+        if len(tail) >= count:
+            break
+    return tuple(head[:count]), tuple(tail[-count:])
+
+
+def words(text: str) -> list[str]:
+    """The ``\\w+`` tokens of nltk's RegexpTokenizer (see :func:`count_words`)."""
+    if _punkt is None:
+        _load_nltk()
+    return _words.tokenize(text)
 
 
 def count_capital_words(text: str) -> int:
@@ -178,6 +237,8 @@ def clear_caches() -> None:
     """Forget memoised measurements (for benchmarks that must not reuse earlier work)."""
     sentences.cache_clear()
     _capital_tokens_in_sentence.cache_clear()
+    _treebank_tokens.cache_clear()
+    word_tokens.cache_clear()
     detect_language.cache_clear()
     language_matches.cache_clear()
     _SENTBREAKS.clear()

@@ -9,15 +9,13 @@ ifdistill counts the literal character there, as google's current code does.
 from __future__ import annotations
 
 import importlib.util
-import subprocess
-import sys
 
 import pytest
 
 from ifdistill.ifeval import aggregate, boundary_cases, score_rows
 from ifdistill.ifeval.oracle import load_oracle, oracle_is_random
 from ifdistill.ifeval.reference_data import GPT4_REFERENCE_COUNTS, load_gpt4_rows
-from tests.support import require
+from tests.support import compare_with_oracle, require, run_python
 
 REFERENCE_VALUES = {
     "prompt_level_strict_acc": 0.7708,
@@ -41,30 +39,22 @@ def gpt4():
 
 def compare(oracle, rows, scored):
     """(decisions compared, instructions skipped as random in lm-eval, list of disagreements)."""
-    compared, random_ones, disagreements = 0, [], []
-    for row, ours in zip(rows, scored, strict=True):
-        strict, loose = oracle.score(row["prompt"], row["instruction_id_list"], row["kwargs"], row["response"])
-        for i, (iid, kwargs) in enumerate(zip(row["instruction_id_list"], row["kwargs"], strict=True)):
-            if oracle_is_random(iid, kwargs):
-                random_ones.append((row.get("key"), iid))
-                continue
-            compared += 2
-            if (strict[i], loose[i]) != (ours["strict_inst"][i], ours["loose_inst"][i]):
-                disagreements.append((row.get("key"), iid, kwargs, (strict[i], loose[i]), ours["strict_inst"][i]))
+    compared, random_ones, _, disagreements = compare_with_oracle(oracle.score, rows, scored, oracle_is_random)
     return compared, random_ones, disagreements
 
 
 def test_oracle_loads_without_the_heavy_task_package(oracle):
     """load_oracle() imports only lm-eval's IFEval files (not lm_eval.tasks with datasets & co.)
     and leaves no placeholder behind that would break a later real import."""
-    code = (
-        "import sys\n"
-        "from ifdistill.ifeval.oracle import load_oracle\n"
-        "o = load_oracle()\n"
-        "assert o.score('p', ['punctuation:no_comma'], [{}], 'a b') == ([True], [True])\n"
-        "print(sorted(m for m in ('lm_eval.tasks', 'datasets', 'transformers', 'torch') if m in sys.modules))\n"
+    proc = run_python(
+        """
+        import sys
+        from ifdistill.ifeval.oracle import load_oracle
+        o = load_oracle()
+        assert o.score('p', ['punctuation:no_comma'], [{}], 'a b') == ([True], [True])
+        print(sorted(m for m in ('lm_eval.tasks', 'datasets', 'transformers', 'torch') if m in sys.modules))
+        """
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
 

@@ -3,18 +3,7 @@ missing punkt_tab is a clear error instead of a download."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-
-
-def run_python(code: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
-    import os
-
-    env = dict(os.environ, **(env_extra or {}))
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=120
-    )
+from tests.support import run_python
 
 
 def test_import_is_light():

@@ -1,0 +1,27 @@
+"""ifdistill's IFBench scorer: the 58 constraints of allenai's IFBench (Pyatkin et al., 2025).
+
+The checkers reuse IFEval's base class, kwargs validation, strict/loose judging and statistics
+(:mod:`ifdistill.ifeval`), because the reference evaluation (``evaluation_lib.py``) judges strict
+and loose exactly as IFEval's does; only the checkers differ. Their ids are merged into
+:func:`ifdistill.ifeval.registry.all_instructions`, so ``ifdistill-score`` and the evaluator score
+rows of either benchmark, or rows mixing both.
+
+Importing this package loads neither nltk, emoji nor syllapy, and nothing ever downloads (the
+reference downloads a spaCy model at import and NLTK data at run time).
+"""
+
+from ifdistill.ifbench.registry import IFBENCH_REGISTRY
+
+#: Version of the IFBench decisions; bump it whenever any decision could change.
+IFBENCH_SCORER_VERSION = "ifbench-1"
+
+
+def scorer_version() -> str:
+    """The version that enters an IFBench evaluation's config hash, with the ``start_verb`` route
+    (the reference's tagger, or the offline verb lexicon) so the two are never mixed."""
+    from ifdistill.ifbench.text import start_verb_route  # noqa: PLC0415 - loads nltk
+
+    return f"{IFBENCH_SCORER_VERSION}+{start_verb_route()}"
+
+
+__all__ = ["IFBENCH_REGISTRY", "IFBENCH_SCORER_VERSION", "scorer_version"]
