@@ -232,12 +232,22 @@ def compose(overrides: Sequence[str]) -> DictConfig:
     return cfg
 
 
+def sweep_group(cfg: DictConfig, overrides: Sequence[str]) -> str:
+    """The W&B group the sweep's runs share: the preset's ``run.group`` for the sweep directory given as
+    ``hydra.sweep.dir=<dir>`` (without it Hydra's default names a new, time-stamped directory)."""
+    if not any(str(o).startswith("hydra.sweep.dir=") for o in overrides) or not cfg.run.get("group"):
+        raise SystemExit("ifdistill-wandb-view: name the sweep by --group <W&B group> or by hydra.sweep.dir=<sweep dir> "
+                         "with a preset that sets run.group")
+    return str(cfg.run.group)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(
         prog="ifdistill-wandb-view", description="Save (or with --dry-run print) the W&B workspace view of a sweep.",
-        epilog="example: ifdistill-wandb-view experiment=ifeval_replay_sweep --group ifeval_replay_sweep-<sweep dir> --dry-run")
+        epilog="example: ifdistill-wandb-view experiment=ifeval_replay_sweep hydra.sweep.dir=outputs/train/multiruns/<time> --dry-run")
     p.add_argument("overrides", nargs="*", help="ifdistill-train overrides naming the sweep (experiment=...)")
-    p.add_argument("--group", required=True, help="the sweep's W&B group (run.group; ifdistill-status shows it)")
+    p.add_argument("--group", default=None,
+                   help="the sweep's W&B group (default: the preset's run.group for a hydra.sweep.dir=<dir> override)")
     p.add_argument("--entity", default=os.environ.get("WANDB_ENTITY"), help="W&B entity (default: $WANDB_ENTITY)")
     p.add_argument("--project", default=None, help="W&B project (default: logger.project, else ifdistill)")
     p.add_argument("--name", default=None, help="the view's name (default: '<group> (ifdistill)')")
@@ -245,8 +255,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="benchmark prefix to show (repeatable; default: what the config evaluates)")
     p.add_argument("--dry-run", action="store_true", help="print the specification as JSON; no W&B contact")
     args = p.parse_args(argv)
-    spec = view_spec(compose(args.overrides), group=args.group, entity=args.entity, project=args.project,
-                     name=args.name, bench=args.benchmark)
+    cfg = compose(args.overrides)
+    spec = view_spec(cfg, group=args.group or sweep_group(cfg, args.overrides), entity=args.entity,
+                     project=args.project, name=args.name, bench=args.benchmark)
     workspace = to_workspace(spec)  # validates the spec offline, also on --dry-run
     if args.dry_run:
         json.dump(spec, sys.stdout, indent=2)

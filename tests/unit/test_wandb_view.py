@@ -133,6 +133,13 @@ def test_dry_run_prints_the_spec(capsys, spec):
     assert json.loads(capsys.readouterr().out) == spec
 
 
+def test_the_group_comes_from_the_sweep_dir_through_the_preset_or_is_refused(capsys):
+    assert main([*PRESET, "hydra.sweep.dir=outputs/train/multiruns/2026-11-23_05-00-00", "--dry-run"]) == 0
+    assert json.loads(capsys.readouterr().out)["group"] == GROUP
+    with pytest.raises(SystemExit, match="--group"):
+        main([*PRESET, "--dry-run"])
+
+
 _NO_NET = """
 import sys
 def hook(event, args):

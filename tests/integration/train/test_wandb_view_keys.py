@@ -18,7 +18,7 @@ import pytest
 
 from ifdistill.ifeval.registry import INSTRUCTION_REGISTRY
 from ifdistill.wandb_offline import find_run_dirs, read_run
-from ifdistill.wandb_view import compose, metric_keys, view_spec
+from ifdistill.wandb_view import compose, metric_keys, sweep_group, view_spec
 
 pytestmark = [pytest.mark.slow]
 
@@ -47,9 +47,9 @@ def test_the_view_reads_only_keys_a_tiny_sweep_job_logs(tmp_path):
     (wb,) = [read_run(d) for d in find_run_dirs(run_dir / "logs")]
     assert wb["exit_code"] == 0
 
-    group = f"ifeval_replay_sweep-{(tmp_path / 'sweep').name}"  # the preset's run.group
-    spec = view_spec(compose([*JOB, f"paths.output_root={tmp_path}", f"hydra.sweep.dir={tmp_path}/sweep"]),
-                     group=group)
+    overrides = [*JOB, f"paths.output_root={tmp_path}", f"hydra.sweep.dir={tmp_path}/sweep"]
+    spec = view_spec(compose(overrides), group=sweep_group(compose(overrides), overrides))
+    assert spec["group"] == wb["group"] == f"ifeval_replay_sweep-{(tmp_path / 'sweep').name}"
     keys = metric_keys(spec)
     logged = set().union(*wb["history"])
     per_type = {k for k in keys["summary"] if k.startswith("ifeval_type/")}
