@@ -160,3 +160,11 @@ def test_dry_run_touches_no_network_and_needs_no_key_and_wandb_stays_pinned():
     assert json.loads(out.stdout)["group"] == GROUP
     pinned = re.search(r'"wandb==([^"]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
     assert version("wandb") == pinned and version("wandb-workspaces") == "0.4.13"
+
+
+def test_runs_outside_a_sweep_preset_log_no_sweep_keys():
+    from hydra.core.hydra_config import HydraConfig
+
+    assert swept_values(compose(["experiment=demo"])) == {}  # a preset without hydra.sweeper.params
+    HydraConfig.instance().cfg = None  # a programmatic train(cfg) call: no Hydra at all
+    assert swept_values(OmegaConf.create({"seed": 1, "method": {"_target_": "x"}})) == {}
