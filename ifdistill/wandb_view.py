@@ -82,6 +82,8 @@ def swept_values(cfg: Any) -> dict[str, Any]:
     out = {}
     for key in swept_keys(cfg):
         value = choices[key] if key in choices else OmegaConf.select(cfg, key, throw_on_missing=True)
+        if _short(key) in out:
+            raise ValueError(f"hydra.sweeper.params: {key!r} and another swept key share the name {_short(key)!r}")
         out[_short(key)] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
     return out
 

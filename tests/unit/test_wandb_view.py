@@ -168,3 +168,10 @@ def test_runs_outside_a_sweep_preset_log_no_sweep_keys():
     assert swept_values(compose(["experiment=demo"])) == {}  # a preset without hydra.sweeper.params
     HydraConfig.instance().cfg = None  # a programmatic train(cfg) call: no Hydra at all
     assert swept_values(OmegaConf.create({"seed": 1, "method": {"_target_": "x"}})) == {}
+
+
+def test_swept_keys_with_one_short_name_are_refused():
+    cfg = OmegaConf.create({"hydra": {"sweeper": {"params": {"optim.lr": "1,2", "teacher.lr": "3,4"}},
+                                      "runtime": {"choices": {}}}, "optim": {"lr": 1}, "teacher": {"lr": 3}})
+    with pytest.raises(ValueError, match="share the name 'sweep/lr'"):
+        swept_values(cfg)
