@@ -130,6 +130,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
     from ifdistill.train.checkpointing import find_resume_checkpoint
     from ifdistill.train.preemption import RequeueOnSignal, TrainingPreempted
+    from ifdistill.wandb_view import swept_values
 
     validate(cfg)
     data = resolve_data(cfg)  # unknown data keys or ICL settings fail now, not after the model loads
@@ -157,7 +158,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     accumulate = int(cfg.trainer.get("accumulate_grad_batches", 1))
     loggers = build_loggers(cfg, rd, rid)
     for lg in loggers:  # the config that defines the run, with its identity, in every logger (W&B config)
-        lg.log_hyperparams({"run_id": rid, "config_hash": digest, **hashed_config(cfg, cfg.run.hash_ignore)})
+        lg.log_hyperparams({"run_id": rid, "config_hash": digest, **hashed_config(cfg, cfg.run.hash_ignore),
+                            **swept_values(cfg)})  # sweep/<key>: what ifdistill.wandb_view groups by
     overrides: dict[str, Any] = dict(callbacks=_callbacks(cfg, rd), logger=loggers or False,
                                      default_root_dir=str(rd.root), use_distributed_sampler=False)
     if str(cfg.trainer.get("precision", "auto")) == "auto":

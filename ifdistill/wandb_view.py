@@ -1,0 +1,276 @@
+"""The W&B workspace view of a sweep, defined in code: ``ifdistill-wandb-view``.
+
+W&B's automatic layout puts every logged key in its own panel (~60 per-type IFEval panels), groups
+nothing by the swept factors and shows no error bars, so every researcher rebuilds the same view by
+hand. This module states that view once, as a JSON-able specification built from the training config:
+
+- **IFEval** (and each further benchmark the config evaluates): prompt/instruction x strict/loose
+  against ``<benchmark>/step``;
+- **Training**: train and held-out (``val/<name>/*``) teacher-forced CE and accuracy;
+- **Teacher-forced vs IFEval**: per run, held-out accuracy against prompt-level strict accuracy (a
+  scatter of the latest values) and the two curves side by side;
+- **Per instruction type**: one bar panel of every type's strict accuracy, not one panel per key.
+
+Runs are filtered to the sweep's W&B group and grouped by the swept values except the seed, so the
+seeds of one (method, ratio) cell are one line: their mean with a standard-error band. The swept values
+reach the W&B run config as ``sweep/<key>`` (:func:`swept_values`, logged by the training run), because
+the method is a config *group* whose resolved section holds no name.
+
+:func:`view_spec` and :func:`swept_values` use only the config; :func:`to_workspace` turns a spec into
+``wandb_workspaces`` objects (the ``wandb-view`` extra) and only :func:`main` without ``--dry-run``
+contacts W&B.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+SWEEP_PREFIX = "sweep/"
+AGGREGATED = ("seed",)  # swept keys whose runs are averaged within a group rather than split by
+TRAIN_STEP = "trainer/global_step"  # Lightning's WandbLogger x axis for train/* and val/*
+VARIANTS = ("prompt_level_strict_acc", "prompt_level_loose_acc", "inst_level_strict_acc", "inst_level_loose_acc")
+HEADLINE = "prompt_level_strict_acc"
+TYPE_METRIC = "strict_acc"  # the per-instruction-type value the compact panel shows
+DISPLAY = {"ifeval": "IFEval", "ifbench": "IFBench"}
+# Where each benchmark's instruction ids are registered (the per-type panel lists every id).
+TYPE_REGISTRIES = {
+    "ifeval": ("ifdistill.ifeval.registry", "INSTRUCTION_REGISTRY"),
+    "ifbench": ("ifdistill.ifbench.registry", "IFBENCH_REGISTRY"),
+}
+
+
+def _conf_dir() -> Path:
+    import ifdistill.conf
+
+    return Path(ifdistill.conf.__file__).resolve().parent
+
+
+def _short(key: str) -> str:
+    """A swept key's name in the run config: its last component, as in the sweep's run names."""
+    return SWEEP_PREFIX + str(key).split(".")[-1]
+
+
+def _hydra_cfg(cfg: Any) -> Any:
+    if "hydra" in cfg:
+        return cfg.hydra
+    from hydra.core.hydra_config import HydraConfig
+
+    return HydraConfig.get() if HydraConfig.initialized() else None
+
+
+def swept_keys(cfg: Any) -> list[str]:
+    """The config keys the sweep preset sweeps (``hydra.sweeper.params``), in their order."""
+    hydra = _hydra_cfg(cfg)
+    params = hydra.sweeper.get("params") if hydra is not None else None
+    return [str(k) for k in (params or {}).keys()]
+
+
+def swept_values(cfg: Any) -> dict[str, Any]:
+    """``{"sweep/ratio": 0.05, "sweep/method": "distill", "sweep/seed": 1}``: each swept key's value in
+    this run, under its short name. A config group (``method``) gives its chosen option's name; other
+    keys their resolved value. Empty outside a sweep preset."""
+    hydra = _hydra_cfg(cfg)
+    choices = dict(hydra.runtime.choices) if hydra is not None and "runtime" in hydra else {}
+    out = {}
+    for key in swept_keys(cfg):
+        value = choices[key] if key in choices else OmegaConf.select(cfg, key, throw_on_missing=True)
+        if _short(key) in out:
+            raise ValueError(f"hydra.sweeper.params: {key!r} and another swept key share the name {_short(key)!r}")
+        out[_short(key)] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+    return out
+
+
+def _option_benchmark(name: str) -> str:
+    """The ``benchmark`` an eval option (conf/eval/<name>.yaml) sets, following its defaults list."""
+    path = _conf_dir() / "eval" / f"{name}.yaml"
+    if not path.is_file():
+        raise ValueError(f"eval option {name!r}: no {path}")
+    node = OmegaConf.load(path)
+    if "benchmark" in node:
+        return str(node.benchmark)
+    for parent in node.get("defaults") or []:
+        if isinstance(parent, str) and parent != "_self_":
+            return _option_benchmark(parent)
+    return "ifeval"
+
+
+def benchmarks(cfg: Any) -> list[str]:
+    """The benchmarks a run evaluates at its checkpoints: ``eval.benchmark`` (``ifeval`` when the eval
+    config names none) plus each entry of ``callbacks.checkpoint_eval.evals`` (an eval option name or a
+    mapping with ``benchmark``). Empty when no checkpoint-eval callback runs."""
+    callback = (cfg.get("callbacks") or {}).get("checkpoint_eval")
+    if callback is None or not callback.get("_target_"):  # training instantiates only entries with one
+        return []
+    out = [str((cfg.get("eval") or {}).get("benchmark") or "ifeval")]
+    for i, entry in enumerate(callback.get("evals") or []):
+        if isinstance(entry, str):
+            out.append(_option_benchmark(entry))
+        elif "benchmark" in entry:
+            out.append(str(entry.benchmark))
+        else:
+            raise ValueError(f"callbacks.checkpoint_eval.evals[{i}]: neither an eval option name nor a mapping "
+                             f"with 'benchmark': {entry!r}")
+    return list(dict.fromkeys(out))
+
+
+def instruction_ids(benchmark: str) -> list[str]:
+    """Every instruction id of ``benchmark``, from its registry (sorted)."""
+    if benchmark not in TYPE_REGISTRIES:
+        raise ValueError(f"benchmark {benchmark!r}: no instruction registry known (known: {sorted(TYPE_REGISTRIES)})")
+    module, attr = TYPE_REGISTRIES[benchmark]
+    try:
+        return sorted(getattr(importlib.import_module(module), attr))
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"benchmark {benchmark!r}: its registry {module}.{attr} is not available ({err})") from None
+
+
+def val_names(cfg: DictConfig) -> list[str]:
+    """The held-out sets a run validates on (``val/<name>/*``), as its data module names them."""
+    from ifdistill.train.run import build_datamodule, resolve_data
+
+    return list(build_datamodule(cfg, None, resolve_data(cfg)).val_names)
+
+
+def _line(title: str, x: str, y: Sequence[str]) -> dict:
+    return {"type": "line", "title": title, "x": x, "y": list(y)}
+
+
+def _benchmark_section(bm: str) -> dict:
+    step = f"{bm}/step"
+    return {"name": DISPLAY.get(bm, bm), "panels": [
+        _line(f"{bm} {v.replace('_acc', '').replace('_', ' ')}", step, [f"{bm}/{v}"]) for v in VARIANTS]}
+
+
+def _types_section(bm: str) -> dict:
+    keys = [f"{bm}_type/{iid}/{TYPE_METRIC}" for iid in instruction_ids(bm)]
+    return {"name": f"{DISPLAY.get(bm, bm)} per instruction type", "panels": [
+        {"type": "bar", "title": f"{bm} {TYPE_METRIC.replace('_', ' ')} per instruction type (latest checkpoint)",
+         "metrics": keys}]}
+
+
+def view_spec(cfg: DictConfig, *, group: str, entity: Optional[str] = None, project: Optional[str] = None,
+              name: Optional[str] = None, bench: Optional[Sequence[str]] = None) -> dict:
+    """The view of ``group``'s runs as a JSON-able dict (what ``--dry-run`` prints)."""
+    bms = list(bench) if bench is not None else benchmarks(cfg)
+    vals = val_names(cfg)
+    grouping = [_short(k) for k in swept_keys(cfg) if k.split(".")[-1] not in AGGREGATED]
+    training = [_line(f"train {m}", TRAIN_STEP, [f"train/{m}"]) for m in ("ce", "acc")]
+    training += [_line(f"held-out {m}", TRAIN_STEP, [f"val/{v}/{m}" for v in vals]) for m in ("ce", "acc") if vals]
+    sections = [_benchmark_section(b) for b in bms]
+    if bms and vals:
+        tf, bm = f"val/{vals[0]}/acc", bms[0]
+        sections.append({"name": "teacher-forced vs " + DISPLAY.get(bm, bm), "panels": [
+            {"type": "scatter", "title": f"{tf} vs {bm}/{HEADLINE} per run (latest)", "x": tf, "y": f"{bm}/{HEADLINE}"},
+            _line(f"teacher-forced {tf}", TRAIN_STEP, [tf]),
+            _line(f"{bm} {HEADLINE}", f"{bm}/step", [f"{bm}/{HEADLINE}"])]})
+    sections.append({"name": "training", "panels": training})
+    sections += [_types_section(b) for b in bms]
+    logger = cfg.get("logger") or {}
+    return {
+        "entity": entity, "project": project or logger.get("project") or "ifdistill",
+        "name": name or f"{group} (ifdistill)", "group": group,
+        "groupby": grouping, "aggregate": {"func": "mean", "range": "stderr"},
+        "benchmarks": bms, "sections": sections,
+    }
+
+
+def metric_keys(spec: dict) -> dict[str, set[str]]:
+    """Every key the view reads: ``history`` (line and bar metrics and their x axes), ``summary``
+    (scatter axes) and ``config`` (the grouping)."""
+    out: dict[str, set[str]] = {"history": set(), "summary": set(), "config": set(spec["groupby"])}
+    for section in spec["sections"]:
+        for p in section["panels"]:
+            if p["type"] == "line":
+                out["history"].update([p["x"], *p["y"]])
+            elif p["type"] == "bar":
+                out["summary"].update(p["metrics"])
+            else:
+                out["summary"].update([p["x"], p["y"]])
+    return out
+
+
+def to_workspace(spec: dict) -> Any:
+    """The spec as a ``wandb_workspaces`` Workspace (no network until ``.save()``)."""
+    import wandb_workspaces.reports.v2 as wr
+    import wandb_workspaces.workspaces as ws
+
+    agg = dict(groupby_aggfunc=spec["aggregate"]["func"], groupby_rangefunc=spec["aggregate"]["range"])
+
+    def panel(p: dict) -> Any:
+        if p["type"] == "line":
+            return wr.LinePlot(title=p["title"], x=p["x"], y=list(p["y"]), **agg)
+        if p["type"] == "bar":
+            return wr.BarPlot(title=p["title"], metrics=list(p["metrics"]), orientation="h", **agg)
+        return wr.ScatterPlot(title=p["title"], x=wr.SummaryMetric(p["x"]), y=wr.SummaryMetric(p["y"]))
+
+    return ws.Workspace(
+        entity=spec["entity"] or "", project=spec["project"], name=spec["name"],
+        sections=[ws.Section(name=s["name"], panels=[panel(p) for p in s["panels"]], is_open=True)
+                  for s in spec["sections"]],
+        runset_settings=ws.RunsetSettings(filters=ws.And(ws.Metric("Group") == spec["group"]),
+                                          groupby=[ws.Config(k) for k in spec["groupby"]]))
+
+
+def compose(overrides: Sequence[str]) -> DictConfig:
+    """The ``ifdistill-train`` config (with its hydra section) for command-line style overrides."""
+    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    import ifdistill.config  # noqa: F401  (registers the resolvers the configs use)
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(_conf_dir()), version_base="1.3"):
+        cfg = hydra_compose("train", overrides=list(overrides), return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)
+    return cfg
+
+
+def sweep_group(cfg: DictConfig, overrides: Sequence[str]) -> str:
+    """The W&B group the sweep's runs share: the preset's ``run.group`` for the sweep directory given as
+    ``hydra.sweep.dir=<dir>`` (without it Hydra's default names a new, time-stamped directory)."""
+    if not any(str(o).startswith("hydra.sweep.dir=") for o in overrides) or not cfg.run.get("group"):
+        raise SystemExit("ifdistill-wandb-view: name the sweep by --group <W&B group> or by hydra.sweep.dir=<sweep dir> "
+                         "with a preset that sets run.group")
+    return str(cfg.run.group)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="ifdistill-wandb-view", description="Save (or with --dry-run print) the W&B workspace view of a sweep.",
+        epilog="example: ifdistill-wandb-view experiment=ifeval_replay_sweep hydra.sweep.dir=outputs/train/multiruns/<time> --dry-run")
+    p.add_argument("overrides", nargs="*", help="ifdistill-train overrides naming the sweep (experiment=...)")
+    p.add_argument("--group", default=None,
+                   help="the sweep's W&B group (default: the preset's run.group for a hydra.sweep.dir=<dir> override)")
+    p.add_argument("--entity", default=os.environ.get("WANDB_ENTITY"), help="W&B entity (default: $WANDB_ENTITY)")
+    p.add_argument("--project", default=None, help="W&B project (default: logger.project, else ifdistill)")
+    p.add_argument("--name", default=None, help="the view's name (default: '<group> (ifdistill)')")
+    p.add_argument("--benchmark", action="append", default=None,
+                   help="benchmark prefix to show (repeatable; default: what the config evaluates)")
+    p.add_argument("--dry-run", action="store_true", help="print the specification as JSON; no W&B contact")
+    args = p.parse_args(argv)
+    cfg = compose(args.overrides)
+    spec = view_spec(cfg, group=args.group or sweep_group(cfg, args.overrides), entity=args.entity,
+                     project=args.project, name=args.name, bench=args.benchmark)
+    workspace = to_workspace(spec)  # validates the spec offline, also on --dry-run
+    if args.dry_run:
+        json.dump(spec, sys.stdout, indent=2)
+        print()
+        return 0
+    if not args.entity:
+        p.error("--entity (or $WANDB_ENTITY) is needed to save the view")
+    workspace.save()
+    print(workspace.url)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
