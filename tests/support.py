@@ -19,3 +19,13 @@ def require(condition: bool, reason: str) -> None:
     if IN_CI:
         pytest.fail(f"required in CI: {reason}")
     pytest.skip(reason)
+
+
+def flip_bytes(path, n: int = 4096) -> None:
+    """Invert ``n`` bytes in the middle of a file (same size, so only a content check can notice)."""
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        f.seek(size // 2)
+        block = f.read(n)
+        f.seek(-len(block), 1)
+        f.write(bytes(b ^ 0xFF for b in block))
