@@ -26,9 +26,10 @@ import contextlib
 import fcntl
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator
+
+from ifdistill.paths import atomic_write
 
 FILENAME = "metrics.json"
 
@@ -48,17 +49,9 @@ def read(run_dir: str | os.PathLike) -> dict:
 
 def write_atomic(path: Path, payload: Any) -> None:
     """JSON to ``path`` via a temp file in the same folder and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(payload, f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with atomic_write(path) as f:
+        json.dump(payload, f, indent=2, sort_keys=True)
+        f.write("\n")
 
 
 @contextlib.contextmanager
