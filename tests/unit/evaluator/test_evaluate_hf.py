@@ -122,3 +122,14 @@ def test_the_cli_refuses_a_corrupt_export_before_loading_it(tiny_model_dir, tmp_
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"ifdistill-eval: error: {export / 'model' / 'model.safetensors'}: sha256" in done.stderr
     assert "Traceback" not in done.stderr and not (out / "results.json").exists()
+
+
+def test_help_lists_only_the_evaluators_config_groups(tmp_path):
+    script = Path(sys.executable).parent / "ifdistill-eval"
+    done = subprocess.run([str(script), "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    groups = done.stdout.split("== Configuration groups ==")[1].split("== Config ==")[0]
+    named = [line.split(":")[0] for line in groups.splitlines() if ": " in line]
+    assert named == ["eval", "model", "paths"], groups
+    assert "ifeval_local" in groups and "_base" not in groups  # options from conf/eval/, bases hidden
+    assert "outputs/eval/jobs/" in done.stdout and not (tmp_path / "outputs").exists()
