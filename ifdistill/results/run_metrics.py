@@ -110,8 +110,9 @@ def failure_history(data: dict) -> list[dict]:
     """The failures of a metrics.json, oldest first, each with two added keys:
 
     - ``attempt_no``: the evaluator run's number for its step across all launches (1, 2, 3, ... in time
-      order), None for a record of no evaluator run (``attempt`` 0) and for the "training stopped"
-      record of a job that was waiting for its retry (same per-launch attempt as the failure before it);
+      order); None for a record of no evaluator run (``attempt`` 0) and for a logger that failed after
+      a good evaluation; the "training stopped" record of a job that was waiting for its retry (same
+      per-launch attempt as the failure before it) keeps that failure's number;
     - ``resolved``: the step has a result recorded after the failure (a result without a time, from an
       older file, resolves every failure of its step).
     """
@@ -121,10 +122,10 @@ def failure_history(data: dict) -> list[dict]:
         step = f.get("step")
         attempt = int(f.get("attempt") or 0)
         prev = previous.get(step)
-        waiting = (prev is not None and str(f.get("reason", "")).startswith("training stopped")
-                   and prev.get("attempt") == attempt)
+        reason = str(f.get("reason", ""))
+        waiting = prev is not None and reason.startswith("training stopped") and prev.get("attempt") == attempt
         number = None
-        if attempt > 0 and not waiting:
+        if attempt > 0 and not waiting and not reason.startswith("logging failed"):
             counts[step] = counts.get(step, 0) + 1
             number = counts[step]
         elif waiting:

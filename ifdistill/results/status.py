@@ -127,7 +127,7 @@ def format_table(rows: list[dict]) -> str:
     if open_failures:
         lines += ["", "open evaluation failures (`ifdistill-eval backfill run_dir=...` retries them):"]
         for run_id, f in open_failures:
-            attempt = f"attempt {f['attempt_no']}" if f["attempt_no"] else "no attempt"
+            attempt = f"attempt {f['attempt_no']}" if f["attempt_no"] else "no evaluator run"
             lines.append(f"- {run_id} step {f.get('step')} ({attempt}): {f.get('reason', '')}")
     return "\n".join(lines)
 

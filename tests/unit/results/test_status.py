@@ -59,14 +59,16 @@ def test_superseded_failures_are_resolved_and_attempts_count_across_launches(tmp
         run_metrics.record_failure(run, 10, 2, "training stopped: KeyboardInterrupt()", None, "", t0 + 1)
     run_metrics.record_failure(run, 20, 1, "failed: exit code 1", 1, "", 300.0)
     run_metrics.record_failure(run, 20, 1, "training stopped: KeyboardInterrupt()", None, "", 301.0)  # waiting retry
+    run_metrics.record_failure(run, 30, 0, "missing at end of training", None, "", 302.0)
     status = run_status(run)
     assert [(f["step"], f["attempt_no"]) for f in status["failures"]] == [(10, 1), (10, 2), (10, 3), (10, 4),
-                                                                          (20, 1), (20, 1)]
+                                                                          (20, 1), (20, 1), (30, None)]
     run_metrics.record_checkpoint(run, 10, {"metrics": {"prompt_level_strict_acc": 0.5}}, "evals/step_000010",
                                   "backfill")
     status = run_status(run)
-    assert status["resolved_failures"] == 4 and [f["step"] for f in status["failures"]] == [20, 20]
+    assert status["resolved_failures"] == 4 and [f["step"] for f in status["failures"]] == [20, 20, 30]
     assert main([str(run)]) == 0
     out = capsys.readouterr().out
-    assert "| r | stopped | 1 | 10 | 1 | 2 | 4 | 10 | 50.0 |" in out
+    assert "| r | stopped | 1 | 10 | 1 | 3 | 4 | 10 | 50.0 |" in out
     assert "- r step 20 (attempt 1): failed: exit code 1" in out and "step 10 (" not in out
+    assert "- r step 30 (no evaluator run): missing at end of training" in out
