@@ -6,6 +6,10 @@ pressure, or training ended before it finished. Back-fill evaluates every export
 ``model`` sections (from ``config.yaml``), through the same :func:`evaluator_command` the callback uses —
 and lands the results in the same places: ``<run>/evals/step_X``, ``metrics.json`` (``source: backfill``)
 and the run's loggers (the W&B run of the same id is resumed; values sit on the ``ifeval/step`` axis).
+
+Every export is verified against the sha256 digests of its ``export.json`` first
+(:func:`~ifdistill.evaluator.model_source.verify_export`, all parts): a corrupt export is recorded as a
+failure naming the file and no evaluator is started for it.
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ def missing_steps(run_dir: Path) -> list[int]:
 def backfill(run_dir: str | os.PathLike, *, steps: Sequence[int] | None = None, devices: dict | None = None,
              log: bool = True, timeout_s: float | None = None) -> dict[int, str]:
     """Evaluate the missing (or the given) steps; returns {step: "ok" | failure reason}."""
+    from ifdistill.evaluator.errors import CorruptExportError
     from ifdistill.evaluator.launch import evaluator_command
+    from ifdistill.evaluator.model_source import verify_export
 
     run_dir = Path(run_dir).absolute()
     cfg = OmegaConf.load(run_dir / "config.yaml")
@@ -43,6 +49,13 @@ def backfill(run_dir: str | os.PathLike, *, steps: Sequence[int] | None = None, 
     for step in todo:
         export = run_dir / "exports" / step_dir_name(step)
         out_dir = run_dir / "evals" / step_dir_name(step)
+        try:
+            verify_export(export)
+        except CorruptExportError as err:
+            print(f"[backfill] step {step}: {err}", flush=True)
+            run_metrics.record_failure(run_dir, step, 0, f"backfill: {err}", None, "", time.time())
+            outcome[step] = str(err)
+            continue
         argv, env = evaluator_command(cfg.eval, export, out_dir, devices=devices, model_cfg=cfg.model)
         log_path = out_dir.parent / f"{out_dir.name}.backfill.log"
         print(f"[backfill] step {step}: evaluating {export}", flush=True)

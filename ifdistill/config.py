@@ -72,6 +72,21 @@ def _basename(path: Any) -> str:
     return os.path.basename(str(path).rstrip("/"))
 
 
+def _config_groups(*groups: str) -> str:
+    """``group: option, option`` lines for the named config groups of ``ifdistill.conf`` (options
+    starting with ``_`` are shared bases, not choices) -- a program's ``--help`` lists its own groups
+    only, from the files that exist."""
+    from importlib.resources import files
+
+    conf = files("ifdistill.conf")
+    lines = []
+    for group in groups:
+        options = sorted(f.name.removesuffix(".yaml") for f in conf.joinpath(group).iterdir()
+                         if f.name.endswith(".yaml") and not f.name.startswith("_"))
+        lines.append(f"{group}: {', '.join(options)}")
+    return "\n".join(lines)
+
+
 def register_resolvers() -> None:
     """OmegaConf resolvers the YAML under conf/ uses (idempotent)."""
     from ifdistill.sweeps import slurm_gpus, sweep_name
@@ -84,6 +99,7 @@ def register_resolvers() -> None:
         "ifdistill.sweep_name": sweep_name,
         "ifdistill.slurm_gpus": slurm_gpus,
         "ifdistill.basename": _basename,
+        "ifdistill.config_groups": _config_groups,
     }
     for name, fn in resolvers.items():
         if not OmegaConf.has_resolver(name):

@@ -11,13 +11,14 @@ holds ``tokenizers/punkt_tab/english`` or raises :class:`MissingResourceError` s
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
 import sys
 import tempfile
-from typing import Callable
 from pathlib import Path
+from typing import IO, Callable, Iterator
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA_ENV = "IFDISTILL_SHARED_DATA"
@@ -95,6 +96,36 @@ def ensure_nltk_data() -> Path:
         if str(folder) not in nltk.data.path:
             nltk.data.path.insert(0, str(folder))
     return folder
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs) -> Iterator[IO]:
+    """Write ``path`` through a temp file in the same folder, flushed to disk, then renamed over it.
+
+    Readers see the old file or the complete new one, never a partial write; on any error (or an
+    exception raised by the caller inside the block) the temp file is removed and an existing
+    ``path`` is left exactly as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode, **open_kwargs) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def build_once(target: Path, marker: str, build: Callable[[Path], object]) -> Path:

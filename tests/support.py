@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -54,3 +55,57 @@ def run_python(code: str, env_extra: dict | None = None) -> subprocess.Completed
     env = dict(os.environ, **(env_extra or {}))
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           env=env, timeout=120)
+
+
+def flip_bytes(path, n: int = 4096) -> None:
+    """Invert ``n`` bytes in the middle of a file (same size, so only a content check can notice)."""
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        f.seek(size // 2)
+        block = f.read(n)
+        f.seek(-len(block), 1)
+        f.write(bytes(b ^ 0xFF for b in block))
+
+
+# -- tolerances of equality-of-training comparisons ---------------------------------------------------
+# Two computations that are equal in exact arithmetic (DDP vs ZeRO vs FSDP, 2x4 accumulated vs batch 8)
+# differ in float32 only by the order of their sums. The bounds below are derived from that; each test
+# states next to its assertion which quantities it plugs in and what a real bug would produce instead.
+
+F32_UNIT_ROUNDOFF = 2.0 ** -24  # u: |fl(x) - x| <= u |x| for one float32 rounding
+ROUNDOFF_LAMBDA = 4.0  # probabilistic bound constant: holds with probability >= 1 - 2 exp(-8) ~ 0.9993
+ADAM_RELATIVE_UPDATE_ERROR = 1e-2
+
+
+def sum_relative_error(n_terms: float) -> float:
+    """Relative error of a float32 sum of ``n_terms`` terms in another order: ``λ sqrt(n) u``, the
+    probabilistic rounding-error bound for independent roundings (Higham & Mary, 2019), instead of the
+    worst case ``n u`` that is never reached and would hide real differences."""
+    return ROUNDOFF_LAMBDA * math.sqrt(n_terms) * F32_UNIT_ROUNDOFF
+
+
+def sgd_weight_tolerance(movement: float, weight_max: float, steps: int, n_terms: float) -> float:
+    """Largest ``|w_a - w_b|`` between two SGD runs that differ only in summation order.
+
+    SGD moves a weight by ``lr * g`` per step; a gradient summed over ``n_terms`` token contributions
+    in another order is off by ``sum_relative_error(n_terms)`` of its size, so the total movement
+    (``movement`` = max |w_T - w_0|) is off by that fraction of it; and every update ``w - lr g``
+    rounds once more (``u |w|`` per step).
+    """
+    return movement * sum_relative_error(n_terms) + steps * F32_UNIT_ROUNDOFF * weight_max
+
+
+def adam_weight_tolerance(lr: float, steps: int) -> float:
+    """Largest ``|w_a - w_b|`` between two Adam(W) runs that differ only in summation order.
+
+    Adam moves a weight by ``lr * m/(sqrt(v)+eps)``: at most about ``lr`` per step, whatever the
+    gradient's scale. Roundoff enters as a relative perturbation of the gradient, which cancellation
+    can make large for a near-zero coordinate, so no bound follows from ``u`` alone; the bound is a
+    fraction (1 %) of the largest movement ``lr * steps``. The bugs these comparisons exist for (a step
+    on a different gradient: a missing all-reduce, a per-micro-batch instead of per-step token mean, a
+    skipped or repeated step, a wrong learning rate) change an update by a sizeable part of ``lr``, i.e.
+    by about ``1/steps`` of the movement (12 % for 8 steps). Measured roundoff differences: 0.18 % (ZeRO-3
+    vs DDP, 1.46e-6 of 8e-4) and 0.06 % (2x4 vs 8, 1.27e-7 of 2e-4). A constant gradient factor is
+    invisible to Adam at any tolerance: SGD comparisons test the gradient's scale.
+    """
+    return ADAM_RELATIVE_UPDATE_ERROR * lr * steps

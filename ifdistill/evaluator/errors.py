@@ -15,6 +15,10 @@ class ModelNotFoundError(EvaluatorError):
     """The model, adapter or export directory does not exist or holds no loadable model."""
 
 
+class CorruptExportError(EvaluatorError):
+    """A training export's weight file is missing, unrecorded or differs from the sha256 in export.json."""
+
+
 class AdapterMismatchError(EvaluatorError):
     """A LoRA adapter's modules or shapes do not fit the base model it is applied to."""
 

@@ -16,11 +16,17 @@ Accepted inputs (``ifdistill-eval`` keys):
 
 An adapter is checked against its base before anything is started (:func:`check_adapter_matches_base`):
 every LoRA module must exist in the base with matching in/out features.
+
+A training export is verified before anything is loaded (:func:`verify_export`): every weight file of
+the evaluated part must carry the sha256 that ``export.json`` recorded when the export was written, so a
+file damaged on disk or in a copy is refused instead of being scored. A plain HF directory given as
+``export_dir`` records no digests and is loaded as it is.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -28,7 +34,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ifdistill.hashing import WEIGHT_SUFFIXES, sha256_file
-from ifdistill.evaluator.errors import AdapterMismatchError, ModelNotFoundError
+from ifdistill.evaluator.errors import AdapterMismatchError, CorruptExportError, ModelNotFoundError
 
 # What a snapshot needs for loading and identity (not ONNX / GGUF / original checkpoints).
 HUB_PATTERNS = ["*.json", "*.safetensors", "*.jinja", "*.model", "*.txt", "*.tiktoken"]
@@ -109,6 +115,37 @@ def _pick_export_part(export: Path, kind: str) -> tuple[Path, str]:
     return parts[kind], kind
 
 
+def verify_export(export: str | os.PathLike, parts: Optional[tuple[str, ...]] = None) -> None:
+    """Raise :class:`CorruptExportError` unless the weight files of ``parts`` (all parts when None) of a
+    training export are exactly those ``export.json`` records, each with its recorded sha256.
+
+    A missing file, a weight file export.json does not list (it would be loaded unverified), and a
+    changed byte anywhere are each refused with the file's path. Hashes go through :func:`_sha256`,
+    so the identity computed later for results.json does not read the files a second time.
+    """
+    export = Path(export)
+    meta = export / "export.json"
+    recorded = _read_json(meta).get("weights")
+    if not isinstance(recorded, dict) or not recorded:
+        raise CorruptExportError(f"{meta} records no weight digests ('weights'): the export cannot be verified; "
+                                 "re-export the checkpoint")
+    wanted = {rel: digest for rel, digest in recorded.items() if parts is None or rel.split("/")[0] in parts}
+    on_disk = {str(p.relative_to(export)) for part in (parts or ("adapter", "merged", "model"))
+               for p in (export / part).rglob("*") if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES)}
+    unrecorded = sorted(on_disk - set(wanted))
+    if unrecorded:
+        raise CorruptExportError(f"{export / unrecorded[0]}: weight file not recorded in {meta}; the export was "
+                                 "changed after it was written")
+    for rel, digest in sorted(wanted.items()):
+        path = export / rel
+        if not path.is_file():
+            raise CorruptExportError(f"{path}: weight file recorded in {meta} is missing")
+        actual = _sha256(path)
+        if actual != digest:
+            raise CorruptExportError(f"{path}: sha256 {actual[:16]}... differs from {digest[:16]}... recorded in "
+                                     f"{meta}: the file is corrupt; re-export the checkpoint or evaluate another step")
+
+
 def resolve_model_source(model_cfg: Any, *, adapter_dir: Optional[str] = None, export_dir: Optional[str] = None,
                          export_kind: str = "auto") -> ModelSource:
     """Resolve the config's model keys to a :class:`ModelSource` (checks the adapter against its base)."""
@@ -122,6 +159,8 @@ def resolve_model_source(model_cfg: Any, *, adapter_dir: Optional[str] = None, e
         if not export.is_dir():
             raise ModelNotFoundError(f"export directory {export_dir!r} does not exist")
         part, kind = _pick_export_part(export, export_kind)
+        if part != export and (export / "export.json").is_file():
+            verify_export(export, (part.name,))
         configured = str(export.resolve())
         if kind == "adapter":
             adapter_dir = str(part)
@@ -212,10 +251,22 @@ def check_adapter_matches_base(adapter_dir: str, model_dir: str) -> None:
 
 # -- identity ---------------------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=256)
+def _sha256_cached(path: str, size: int, mtime_ns: int, inode: int) -> str:
+    return sha256_file(path)
+
+
+def _sha256(path: Path) -> str:
+    """sha256 of a weight file, computed once per process for an unchanged file (size, mtime, inode):
+    the export check and the identity in results.json read multi-GB weights once, not twice."""
+    st = path.stat()
+    return _sha256_cached(str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
 def weight_hashes(folder: str) -> dict[str, str]:
     """sha256 of every weight file directly in ``folder`` (sharded checkpoints included)."""
     root = Path(folder)
-    return {p.name: sha256_file(p) for p in sorted(root.iterdir()) if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES)}
+    return {p.name: _sha256(p) for p in sorted(root.iterdir()) if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES)}
 
 
 def tokenizer_hash(folder: str, chat_template: str) -> str:

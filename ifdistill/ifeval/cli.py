@@ -10,18 +10,18 @@ input order. The four aggregates are printed on stdout.
 Reproducible output: rows are written with ``json.dumps(row, ensure_ascii=False)`` and its default
 separators, one per line with ``"\\n"``, UTF-8, so repeated runs produce byte-identical files.
 
-Errors: a bad row (unparsable JSON, missing field, unknown instruction id, kwargs that do not fit
-the instruction, non-string response) stops the run with a message naming the file, the 1-based
-line and the field, and exit status 1; OUT is not written. With ``--skip-invalid`` such rows are
-left out, each is reported on stderr, and their number is printed. Blank lines are ignored (but
-keep their line numbers). Exit status 1 also when no row could be scored.
+Errors: a bad row (bytes that are not UTF-8, unparsable JSON, missing field, unknown instruction id,
+kwargs that do not fit the instruction, non-string response) stops the run with a message naming the
+file, the 1-based line and the field, and exit status 1. With ``--skip-invalid`` such rows are left
+out, each is reported on stderr, and their number is printed. Blank lines are ignored (but keep their
+line numbers). Exit status 1 also when no row could be scored. OUT is replaced only by a complete
+result (written to a temp file, then renamed): after any error an existing OUT is left untouched.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,12 +30,21 @@ from typing import Any
 from ifdistill.ifeval.instruction_base import InstructionError
 from ifdistill.ifeval.scoring import InvalidRowError, ScoredRows, score_numbered_rows
 from ifdistill.ifeval.stats import METRICS, aggregate
+from ifdistill.paths import atomic_write
 
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
-    """``(line number, parsed row)``; an unparsable line yields an ``InstructionError`` instead."""
-    with path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
+    """``(line number, parsed row)``; a line that is not UTF-8 or not JSON yields an
+    ``InstructionError`` instead (lines are decoded one by one, so the error names the line)."""
+    with path.open("rb") as handle:
+        for line_no, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield line_no, InstructionError(
+                    "<utf-8>", f"not UTF-8 text (byte {exc.start}: {raw[exc.start:exc.start + 4]!r}...)"
+                )
+                continue
             if not line.strip():
                 continue
             try:
@@ -51,12 +60,9 @@ def dump_row(row: dict[str, Any]) -> str:
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     """Write atomically (a temporary file renamed into place), so OUT is never half-written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8", newline="\n") as handle:
+    with atomic_write(path, "w", encoding="utf-8", newline="\n") as handle:
         for row in rows:
             handle.write(dump_row(row))
-    os.replace(tmp, path)
 
 
 def format_aggregates(agg: dict[str, Any]) -> str:
@@ -102,11 +108,16 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     for skipped in result.skipped:
         print(f"ifdistill-score: skipped {skipped.message}", file=sys.stderr)
-    write_jsonl(args.output, result.rows)
     if result.skipped:
         print(f"skipped {len(result.skipped)} invalid row(s)")
     if not result.rows:
-        print("ifdistill-score: error: no valid rows to score", file=sys.stderr)
+        print(f"ifdistill-score: error: no valid rows to score in {args.input}; {args.output} not written",
+              file=sys.stderr)
+        return 1
+    try:
+        write_jsonl(args.output, result.rows)
+    except OSError as exc:
+        print(f"ifdistill-score: error: cannot write {args.output}: {exc}", file=sys.stderr)
         return 1
     print(f"scored {len(result.rows)} row(s) -> {args.output}")
     print(format_aggregates(aggregate(result.rows)))

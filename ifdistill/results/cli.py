@@ -36,17 +36,21 @@ def write_report(inputs: Sequence[str | Path], out_dir: str | Path, *, base_mode
                  wandb_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
     """Load the runs under ``inputs``, build the report and write every output into ``out_dir``.
 
+    ``out_dir`` is created only once the inputs have loaded and the report is built, so a wrong
+    argument leaves nothing behind.
+
     Returns ``{"report": <the dict>, "files": [written paths], "wandb": <run info or None>}``.
     """
     from ifdistill.results import plots, tables
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    loaded = runs_mod.load_all(inputs)
+    notes: list[str] = []
+    loaded = runs_mod.load_all(inputs, notes)
     base = runs_mod.load_eval_dir(base_model, name="base", method="base") if base_model else None
     if base is not None:
         loaded = [r for r in loaded if r.path.resolve() != base.path.resolve()]
-    report = build_report(loaded, base, options)
+    report = build_report(loaded, base, options, notes)  # every input error is raised by here
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
     files = plots.write_plots(report, out)
     (out / "report.md").write_text(tables.render_markdown(report, images={p.name for p in files}))
     files += [out / "report.md", *tables.write_csvs(report, out)]
@@ -121,6 +125,8 @@ def _cmd_runs(args) -> int:
     result = write_report(args.inputs, out_dir, base_model=args.base_model, options=options,
                           wandb=args.wandb, wandb_kwargs={"project": args.wandb_project, "mode": args.wandb_mode})
     report = result["report"]
+    for note in report["warnings"]:
+        print(f"ifdistill-report: warning: {note}", file=sys.stderr)
     print(f"{len(report['runs'])} row(s), baseline {report['baseline']}; wrote {out_dir}/report.md "
           f"and {len(result['files']) - 1} more file(s)")
     if result["wandb"]:

@@ -28,54 +28,87 @@ def _ok(v: Any) -> bool:
     return v is not None and not (isinstance(v, float) and math.isnan(v))
 
 
-def _colors(report: dict) -> dict[str, Any]:
-    """One colour per row for every figure; rows without steps (base model) are dark grey."""
+MAX_BANDS = 6  # more overlapping ±1 se bands hide the lines
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")  # 7 markers against 10 colours: 70 distinct pairs
+
+
+def styles(report: dict) -> dict[str, dict[str, Any]]:
+    """One ``{"color", "marker"}`` per row for every figure.
+
+    Rows with steps cycle through tab10's colours and, with a coprime period, through
+    :data:`MARKERS`, so up to 70 runs differ in colour or marker (a legend stays readable after the
+    10th run). Rows without steps (base model, stand-alone evaluations) are black / grey stars.
+    """
     cmap = plt.get_cmap("tab10")
     stepped = [n for n, pts in report["curves"].items() if any(p["step"] is not None for p in pts)]
-    colors = {n: "0.25" for n in report["curves"]}
-    colors.update({n: cmap(i % 10) for i, n in enumerate(stepped)})
-    return colors
+    out = {n: {"color": "black" if n == report.get("base_model") else "0.45", "marker": "*"}
+           for n in report["curves"]}
+    out.update({n: {"color": cmap(i % 10), "marker": MARKERS[i % len(MARKERS)]} for i, n in enumerate(stepped)})
+    return out
 
 
-def plot_ifeval_vs_step(report: dict, path: Path) -> Path | None:
-    """Two panels (prompt / instruction level): strict solid with a ±1 se band, loose dashed.
+def draw_ifeval_vs_step(report: dict):
+    """The figure of :func:`plot_ifeval_vs_step` (None without any stepped curve).
 
-    Rows without steps (a base model, a stand-alone evaluation) are horizontal reference lines.
+    Two panels (prompt / instruction level): strict solid with a ±1 se band, loose dashed; each run
+    its own colour and marker (the bands are left out above :data:`MAX_BANDS` runs). Rows without steps (a base model, a stand-alone evaluation) are
+    horizontal reference lines with a star at step 0 (the base model is where training starts). The
+    y axis starts at 0 so distances between runs are not magnified.
     """
     curves = report["curves"]
     stepped = {n: [p for p in pts if p["step"] is not None] for n, pts in curves.items()}
     if not any(stepped.values()):
         return None
-    colors = _colors(report)
+    style = styles(report)
+    bands = sum(bool(pts) for pts in stepped.values()) <= MAX_BANDS
+    last_step = max(p["step"] for pts in stepped.values() for p in pts)
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), sharex=True)
     for ax, (level, title) in zip(axes, LEVELS):
         for name, points in curves.items():
             pts = stepped[name]
-            c = colors[name]
+            c, marker = style[name]["color"], style[name]["marker"]
             strict, loose = f"{level}_level_strict_acc", f"{level}_level_loose_acc"
-            if not pts:  # reference line
+            if not pts:  # reference line, marked at step 0
                 p = points[0] if points else {}
                 if _ok(p.get(strict)):
-                    ax.axhline(100 * p[strict], color=c, lw=1.2, ls=":", label=f"{name} strict")
+                    ax.axhline(100 * p[strict], color=c, lw=1.2, ls=":")
+                    ax.plot([0], [100 * p[strict]], marker, color=c, ms=13, mec="white", zorder=5,
+                            label=f"{name} strict")
                 if _ok(p.get(loose)):
-                    ax.axhline(100 * p[loose], color=c, lw=1.2, ls="-.", alpha=0.7, label=f"{name} loose")
+                    ax.axhline(100 * p[loose], color=c, lw=1.2, ls="-.", alpha=0.7)
+                    ax.plot([0], [100 * p[loose]], marker, color=c, ms=9, mfc="none", zorder=5,
+                            label=f"{name} loose")
                 continue
             steps = [p["step"] for p in pts]
             ys = [100 * p[strict] if _ok(p.get(strict)) else math.nan for p in pts]
             ses = [100 * p[f"{strict}_stderr"] if _ok(p.get(f"{strict}_stderr")) else 0.0 for p in pts]
-            ax.plot(steps, ys, "-o", color=c, ms=4, label=f"{name} strict")
-            ax.fill_between(steps, [y - s for y, s in zip(ys, ses)], [y + s for y, s in zip(ys, ses)],
-                            color=c, alpha=0.15, lw=0)
+            ax.plot(steps, ys, "-", marker=marker, color=c, ms=5, label=f"{name} strict")
+            if bands:
+                ax.fill_between(steps, [y - s for y, s in zip(ys, ses)], [y + s for y, s in zip(ys, ses)],
+                                color=c, alpha=0.12, lw=0)
             yl = [100 * p[loose] if _ok(p.get(loose)) else math.nan for p in pts]
-            ax.plot(steps, yl, "--s", color=c, ms=3, alpha=0.85, label=f"{name} loose")
+            ax.plot(steps, yl, "--", marker=marker, color=c, ms=4, mfc="none", alpha=0.85, label=f"{name} loose")
         ax.set_title(f"IFEval {title.lower()} accuracy")
         ax.set_xlabel("training step")
         ax.set_ylabel("accuracy (%)")
+        ax.set_xlim(left=-0.04 * last_step)  # room for the step-0 stars
+        ax.set_ylim(0, min(100.0, ax.get_ylim()[1] * 1.05))
         ax.grid(alpha=0.3)
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
-    fig.suptitle("IFEval over checkpoints (strict: solid, band = ±1 se; loose: dashed)", fontsize=11)
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False,
+               ncol=1 + len(labels) // 30)
+    band = "band = ±1 se" if bands else f"no ±1 se bands with more than {MAX_BANDS} runs (see report.md)"
+    fig.suptitle(f"IFEval over checkpoints (strict: solid, filled, {band}; loose: dashed, hollow; "
+                 "star at step 0: no training steps)", fontsize=10)
     fig.tight_layout()
+    return fig
+
+
+def plot_ifeval_vs_step(report: dict, path: Path) -> Path | None:
+    """:func:`draw_ifeval_vs_step` saved as a PNG."""
+    fig = draw_ifeval_vs_step(report)
+    if fig is None:
+        return None
     fig.savefig(path, dpi=DPI, bbox_inches="tight")
     plt.close(fig)
     return path
@@ -92,29 +125,30 @@ def plot_tf_vs_ifeval(report: dict, path: Path, metric: str = "prompt_level_stri
               if any(_ok(p.get(key)) for pts in curves.values() for p in pts)]
     if not panels:
         return None
-    colors = _colors(report)
+    style = styles(report)
     references = {n: pts[0][metric] for n, pts in report["curves"].items()
                   if len(pts) == 1 and pts[0]["step"] is None and _ok(pts[0].get(metric))}
     fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.8), squeeze=False)
     for ax, (key, label) in zip(axes[0], panels):
         for name, y in references.items():
-            ax.axhline(100 * y, color=colors[name], lw=1.2, ls=":", label=f"{name} (IFEval only)")
+            ax.axhline(100 * y, color=style[name]["color"], lw=1.2, ls=":", label=f"{name} (IFEval only)")
         for name, pts in curves.items():
             pts = [p for p in pts if _ok(p.get(key))]
             if not pts:
                 continue
             xs = [p[key] for p in pts]
             ys = [100 * p[metric] for p in pts]
-            ax.plot(xs, ys, "-", color=colors[name], alpha=0.5, lw=1)
-            ax.scatter(xs, ys, color=colors[name], s=[18 + 50 * i / max(1, len(pts) - 1) for i in range(len(pts))],
-                       label=name, zorder=3)
+            c = style[name]["color"]
+            ax.plot(xs, ys, "-", color=c, alpha=0.5, lw=1)
+            ax.scatter(xs, ys, color=c, marker=style[name]["marker"],
+                       s=[18 + 50 * i / max(1, len(pts) - 1) for i in range(len(pts))], label=name, zorder=3)
             for x, y, p in zip(xs, ys, pts):
-                ax.annotate(str(p["step"]), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7,
-                            color=colors[name])
+                ax.annotate(str(p["step"]), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7, color=c)
         if key == "tfce":
             ax.invert_xaxis()  # better to the right in both panels
         ax.set_xlabel(label)
         ax.set_ylabel(f"IFEval {metric.replace('_acc', '').replace('_', ' ')} (%)")
+        ax.set_ylim(0, min(100.0, ax.get_ylim()[1] * 1.05))
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8, frameon=False)
     fig.suptitle("Training diagnostics against IFEval over checkpoints (labels: step; larger = later)",

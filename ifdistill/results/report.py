@@ -10,7 +10,7 @@ Choices, so a reader of the report knows what a number means:
   checkpoint (highest ``select_metric``) is shown beside it and is optimistic (selected on the
   evaluation prompts);
 - deltas compare each row with the *baseline* row (``--baseline``; default: the base model when
-  given, else the first row) at the same kind of checkpoint (``checkpoint="final"`` or ``"best"``);
+  given, else the first row with an evaluation) at the same kind of checkpoint (``checkpoint="final"`` or ``"best"``);
   standard errors and tests are described in :mod:`ifdistill.results.paired`;
 - the per-instruction-type table compares each row with the *base model* (``--base-model``; without
   one, with the baseline row), so a negative delta there is forgetting of what the base could do;
@@ -142,17 +142,24 @@ def _rankings(rows: Sequence[dict[str, Any]], metric: str) -> dict[str, Any]:
     }
 
 
-def build_report(runs: Sequence[Run], base: Run | None = None, options: ReportOptions | None = None
-                 ) -> dict[str, Any]:
-    """Everything the outputs show, from loaded runs (``base``: the base model's evaluation)."""
+def build_report(runs: Sequence[Run], base: Run | None = None, options: ReportOptions | None = None,
+                 notes: Sequence[str] = ()) -> dict[str, Any]:
+    """Everything the outputs show, from loaded runs (``base``: the base model's evaluation;
+    ``notes``: what loading left out or found incomplete, shown as warnings)."""
     options = options or ReportOptions()
     everything = ([base] if base is not None else []) + list(runs)
     if not everything:
         raise ValueError("nothing to report: no run or evaluator output found")
     if options.baseline:
         baseline = find_run(everything, options.baseline)
+        if baseline.final is None:
+            raise ValueError(f"baseline {baseline.name} ({baseline.path}) has no evaluation to compare with")
     else:
-        baseline = everything[0]
+        evaluated = [r for r in everything if r.final is not None]
+        if not evaluated:
+            raise ValueError("nothing to report: no run has an evaluation ("
+                             + ", ".join(str(r.path) for r in everything) + ")")
+        baseline = evaluated[0]
     key_columns = _key_columns(runs, options.max_key_columns)
     rows = [_row(r, key_columns, options) for r in everything]
 
@@ -196,6 +203,7 @@ def build_report(runs: Sequence[Run], base: Run | None = None, options: ReportOp
                                  "runs": per_type},
         "rankings": _rankings(rows, options.select_metric),
         "failures": {r.name: r.failures for r in everything if r.failures},
+        "warnings": list(notes),
     }
 
 

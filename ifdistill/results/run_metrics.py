@@ -11,10 +11,15 @@ Layout::
      "config": {...key config values...},
      "checkpoints": {"<step>": {"step": int, "eval_config_hash": str, "results_dir": str,
                                 "metrics": {...aggregates with _stderr...},
-                                "per_instruction_type": {...}, "source": "callback" | "backfill"}},
+                                "per_instruction_type": {...}, "source": "callback" | "backfill",
+                                "time": float}},
      "failures": [{"step": int, "attempt": int, "reason": str, "exit_code": int | null,
                    "stderr_tail": str, "time": float}],
      "train": {"<step>": {"train/tfa": ..., ...}}}
+
+``attempt`` in a failure is the writer's count within one launch (0: no evaluator ran for this record,
+e.g. "missing at end of training"); :func:`failure_history` numbers the attempts of a step across
+launches and marks the failures a later result of the same step superseded.
 
 Writes are atomic (temp file + ``os.replace``) under an advisory lock, so a back-fill running next to a
 training job cannot lose an entry.
@@ -26,9 +31,11 @@ import contextlib
 import fcntl
 import json
 import os
-import tempfile
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
+
+from ifdistill.paths import atomic_write
 
 FILENAME = "metrics.json"
 
@@ -48,17 +55,9 @@ def read(run_dir: str | os.PathLike) -> dict:
 
 def write_atomic(path: Path, payload: Any) -> None:
     """JSON to ``path`` via a temp file in the same folder and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(payload, f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with atomic_write(path) as f:
+        json.dump(payload, f, indent=2, sort_keys=True)
+        f.write("\n")
 
 
 @contextlib.contextmanager
@@ -88,6 +87,7 @@ def record_checkpoint(run_dir, step: int, results: dict, results_dir: str, sourc
         "metrics": results.get("metrics", {}),
         "per_instruction_type": results.get("per_instruction_type", {}),
         "source": source,
+        "time": time.time(),
     }
     return update(run_dir, lambda d: d["checkpoints"].__setitem__(str(int(step)), entry))
 
@@ -104,3 +104,35 @@ def record_train_metrics(run_dir, step: int, values: dict) -> dict:
         d.setdefault("train", {}).setdefault(str(int(step)), {}).update(values)
 
     return update(run_dir, change)
+
+
+def failure_history(data: dict) -> list[dict]:
+    """The failures of a metrics.json, oldest first, each with two added keys:
+
+    - ``attempt_no``: the evaluator run's number for its step across all launches (1, 2, 3, ... in time
+      order); None for a record of no evaluator run (``attempt`` 0) and for a logger that failed after
+      a good evaluation; the "training stopped" record of a job that was waiting for its retry (same
+      per-launch attempt as the failure before it) keeps that failure's number;
+    - ``resolved``: the step has a result recorded after the failure (a result without a time, from an
+      older file, resolves every failure of its step).
+    """
+    done = data.get("checkpoints") or {}
+    out, counts, previous = [], {}, {}
+    for f in sorted(data.get("failures") or [], key=lambda f: (f.get("time") or 0.0)):
+        step = f.get("step")
+        attempt = int(f.get("attempt") or 0)
+        prev = previous.get(step)
+        reason = str(f.get("reason", ""))
+        waiting = prev is not None and reason.startswith("training stopped") and prev.get("attempt") == attempt
+        number = None
+        if attempt > 0 and not waiting and not reason.startswith("logging failed"):
+            counts[step] = counts.get(step, 0) + 1
+            number = counts[step]
+        elif waiting:
+            number = prev["attempt_no"]
+        result = done.get(str(step))
+        resolved = result is not None and (result.get("time") is None or result["time"] >= (f.get("time") or 0.0))
+        entry = {**f, "attempt_no": number, "resolved": resolved}
+        previous[step] = entry
+        out.append(entry)
+    return out

@@ -2,13 +2,20 @@
 
 Accepted inputs (``ifdistill-report`` takes any mix):
 
-- a **run directory**: holds ``metrics.json`` (see :mod:`ifdistill.results.run_metrics`); each
-  evaluated checkpoint points at its evaluator output dir (``results_dir``, relative to the run
-  directory or absolute), from which the per-prompt vectors for paired tests are read;
+- a **run directory**: holds ``metrics.json`` (see :mod:`ifdistill.results.run_metrics`) or, before
+  its first evaluation, only training's ``run.json``; each evaluated checkpoint points at its evaluator
+  output dir (``results_dir``, relative to the run directory or absolute), from which the per-prompt
+  vectors for paired tests are read. A run without any evaluation stays a row (without numbers) and
+  is named in a note, never left out silently;
 - an **evaluator output directory**: holds ``results.json`` (a base model, or a checkpoint evaluated
   by hand); it becomes a run with a single checkpoint and no training metrics;
 - a **sweep directory**: anything else; searched (up to :data:`MAX_DEPTH` levels) for the two above.
   A run directory is not searched further, so its own evaluator outputs are not listed twice.
+
+Re-runs: training names a run directory by its ``config_hash`` (seed included), so two run
+directories with one ``config_hash`` (the same command in two output roots) are one setup run twice,
+not two seeds. :func:`load_all` keeps the latest (its last launch in ``run.json``, else its metrics.json
+written last) and names the others in a note.
 
 Final and best checkpoint: *final* is the highest evaluated step; *best* the one with the highest
 selection metric (prompt-level strict by default, the primary IFEval metric). The best checkpoint is
@@ -19,7 +26,9 @@ next to the final one, never instead of it.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import fnmatch
+import json
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -31,6 +40,7 @@ from ifdistill.results import eval_output, run_config, run_metrics
 from ifdistill.results.eval_output import EvalOutput
 
 MAX_DEPTH = 4
+RUN_JSON = "run.json"  # written by training at every launch (ifdistill.train.rundir)
 # Training-metric names, tried in order; ``*`` matches any part (fnmatch), so ``val/*/acc`` finds the
 # SFT module's ``val/<held-out set>/acc`` (the first set in sorted order when there are several).
 # Held-out values come before training-stream ones, which are noisier (one logging interval).
@@ -115,7 +125,7 @@ def discover(paths: Sequence[str | os.PathLike]) -> list[tuple[str, Path]]:
         resolved = path.resolve()
         if resolved in seen:
             return
-        if (path / run_metrics.FILENAME).is_file():
+        if (path / run_metrics.FILENAME).is_file() or (path / RUN_JSON).is_file():
             seen.add(resolved)
             found.append(("run", path))
         elif eval_output.is_eval_dir(path):
@@ -146,9 +156,24 @@ def _checkpoint(run_dir: Path, entry: Mapping[str, Any]) -> Checkpoint:
                       eval_config_hash=entry.get("eval_config_hash"), results_dir=path, output=output)
 
 
+def _run_meta(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / RUN_JSON
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _recency(run: Run) -> float:
+    """When a training run last ran: its last launch's start (run.json), else metrics.json's mtime."""
+    launches = _run_meta(run.path).get("launches") or []
+    if launches and launches[-1].get("time"):
+        return dt.datetime.fromisoformat(str(launches[-1]["time"])).timestamp()
+    metrics = run.path / run_metrics.FILENAME
+    return metrics.stat().st_mtime if metrics.is_file() else 0.0
+
+
 def load_training_run(run_dir: str | os.PathLike) -> Run:
     run_dir = Path(run_dir)
     data = run_metrics.read(run_dir)
+    meta = _run_meta(run_dir)
     config, file_hash, _ = run_config.read_config(run_dir)
     key_values = dict(data.get("config") or {})
     if not config:
@@ -167,8 +192,8 @@ def load_training_run(run_dir: str | os.PathLike) -> Run:
     checkpoints.sort(key=lambda c: c.step)
     train = {int(s): dict(v) for s, v in (data.get("train") or {}).items()}
     return Run(
-        name=data.get("run_id") or run_dir.name, path=run_dir, kind="run", method=method, seed=seed,
-        config_hash=data.get("config_hash") or file_hash,
+        name=data.get("run_id") or meta.get("run_id") or run_dir.name, path=run_dir, kind="run", method=method,
+        seed=seed, config_hash=data.get("config_hash") or meta.get("config_hash") or file_hash,
         group_hash=run_config.grouping_hash(config) if config else (data.get("config_hash") or run_dir.name),
         config=config, key_values=key_values, checkpoints=checkpoints, train=train, failures=failures,
     )
@@ -195,9 +220,40 @@ def load_eval_dir(path: str | os.PathLike, name: str | None = None, method: str 
                config=config, key_values={}, checkpoints=[ckpt], train={})
 
 
-def load_all(paths: Sequence[str | os.PathLike]) -> list[Run]:
-    """Every run found under ``paths``; names made unique (``name``, ``name#2``...) for the tables."""
-    runs = [load_training_run(p) if kind == "run" else load_eval_dir(p) for kind, p in discover(paths)]
+def latest_reruns(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
+    """``(runs, notes)``: of the training runs sharing a ``config_hash`` only the latest (see the module
+    docstring), in the place of the first; a note per dropped directory."""
+    latest: dict[str, Run] = {}
+    for r in runs:
+        if r.kind == "run" and r.config_hash:
+            kept = latest.get(r.config_hash)
+            if kept is None or _recency(r) >= _recency(kept):
+                latest[r.config_hash] = r
+    kept_runs, notes, placed = [], [], set()
+    for r in runs:
+        if r.kind != "run" or not r.config_hash:
+            kept_runs.append(r)
+            continue
+        winner = latest[r.config_hash]
+        if r is not winner:
+            notes.append(f"{r.path}: a re-run of config_hash {r.config_hash} (same config and seed); "
+                         f"the latest, {winner.path}, is reported instead")
+        if r.config_hash not in placed:
+            placed.add(r.config_hash)
+            kept_runs.append(winner)
+    return kept_runs, notes
+
+
+def load_all(paths: Sequence[str | os.PathLike], notes: list[str] | None = None) -> list[Run]:
+    """Every run found under ``paths`` (re-runs of one config as one run, :func:`latest_reruns`);
+    names made unique (``name``, ``name#2``...) for the tables. ``notes`` receives a line for every
+    directory left out and every run without an evaluation."""
+    found = [load_training_run(p) if kind == "run" else load_eval_dir(p) for kind, p in discover(paths)]
+    runs, dropped = latest_reruns(found)
+    if notes is not None:
+        notes += dropped
+        notes += [f"{r.path}: run {r.name} has no evaluation yet (listed without IFEval numbers)"
+                  for r in runs if not r.checkpoints]
     counts: dict[str, int] = {}
     for r in runs:
         counts[r.name] = counts.get(r.name, 0) + 1

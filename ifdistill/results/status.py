@@ -10,6 +10,10 @@ directories are named by config hash, not by Hydra. State:
   job back (``stopped_at_step`` in ``run.json``); the next launch resumes there;
 - ``stopped``   none of these: crashed, killed or on another node (re-run the same command, or let
   SLURM requeue it, to resume from the newest checkpoint).
+
+Evaluation failures are *open* until a result of the same step is recorded after them (a retry, a
+resumed run or ``ifdistill-eval backfill``), then *resolved*; the table counts both, and each open
+failure is listed below it with its step, its attempt number across launches and its reason.
 """
 
 from __future__ import annotations
@@ -90,6 +94,7 @@ def run_status(run: Path) -> dict[str, Any]:
     else:
         state = "stopped"
     metrics = run_metrics.read(run)
+    history = run_metrics.failure_history(metrics)
     evals = sorted(((int(s), c) for s, c in metrics.get("checkpoints", {}).items()), key=lambda t: t[0])
     latest = evals[-1] if evals else (None, {})
     step = launch.get("final_step") if state == "finished" else None
@@ -97,7 +102,8 @@ def run_status(run: Path) -> dict[str, Any]:
         "run_id": meta.get("run_id"), "dir": str(run), "state": state, "launches": len(meta.get("launches", [])),
         "last_step": step if step is not None else last_checkpoint_step(run),
         "eval_step": latest[0], "eval": latest[1].get("metrics", {}),
-        "evaluated": len(evals), "failures": len(metrics.get("failures", [])),
+        "evaluated": len(evals), "failures": [f for f in history if not f["resolved"]],
+        "resolved_failures": sum(f["resolved"] for f in history),
     }
 
 
@@ -107,14 +113,22 @@ def _pct(metrics: dict, key: str) -> str:
 
 
 def format_table(rows: list[dict]) -> str:
-    head = "| run | state | launches | last step | evals | failures | eval step | prompt strict | inst strict | prompt loose | inst loose |"
+    head = ("| run | state | launches | last step | evals | open failures | resolved failures | eval step "
+            "| prompt strict | inst strict | prompt loose | inst loose |")
     lines = [head, "|---" * (head.count("|") - 1) + "|"]
     for r in rows:
         e = r["eval"]
-        lines.append(f"| {r['run_id']} | {r['state']} | {r['launches']} | {r['last_step'] if r['last_step'] is not None else '-'} "
-                     f"| {r['evaluated']} | {r['failures']} | {r['eval_step'] if r['eval_step'] is not None else '-'} | "
+        last, at = (v if v is not None else "-" for v in (r["last_step"], r["eval_step"]))
+        lines.append(f"| {r['run_id']} | {r['state']} | {r['launches']} | {last} | {r['evaluated']} "
+                     f"| {len(r['failures'])} | {r['resolved_failures']} | {at} | "
                      + " | ".join(_pct(e, k) for k in ("prompt_level_strict_acc", "inst_level_strict_acc",
                                                        "prompt_level_loose_acc", "inst_level_loose_acc")) + " |")
+    open_failures = [(r["run_id"], f) for r in rows for f in r["failures"]]
+    if open_failures:
+        lines += ["", "open evaluation failures (`ifdistill-eval backfill run_dir=...` retries them):"]
+        for run_id, f in open_failures:
+            attempt = f"attempt {f['attempt_no']}" if f["attempt_no"] else "no evaluator run"
+            lines.append(f"- {run_id} step {f.get('step')} ({attempt}): {f.get('reason', '')}")
     return "\n".join(lines)
 
 

@@ -212,13 +212,18 @@ def _failures_section(report: dict) -> list[str]:
     return ["## Missing evaluations", "", *lines, ""] if lines else []
 
 
+def _warnings_section(report: dict) -> list[str]:
+    notes = report.get("warnings") or []
+    return ["## Warnings", "", *[f"- {n}" for n in notes], ""] if notes else []
+
+
 def render_markdown(report: dict, images: Collection[str] = ()) -> str:
     """report.md; ``images`` are the PNG file names written next to it (linked where they belong)."""
     head = ["# IFEval report", "",
             f"{len(report['runs'])} row(s); baseline for deltas: **{report['baseline']}**"
             + (f"; base model: **{report['base_model']}**" if report["base_model"] else "") + ".", "",
             report["standard_error"], ""]
-    parts = (head + _runs_section(report) + _deltas_section(report) + _seed_section(report)
+    parts = (head + _warnings_section(report) + _runs_section(report) + _deltas_section(report) + _seed_section(report)
              + _rankings_section(report, images) + _per_type_section(report, images)
              + _checkpoints_section(report, images)
              + _failures_section(report))
@@ -245,8 +250,12 @@ def _flat_run_row(run: dict, delta: dict | None, keys: Sequence[str]) -> dict[st
     return row
 
 
-def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    columns: list[str] = []
+PER_TYPE_COLUMNS = ["run", "reference", "mode", "instruction_type", "count", "reference_acc", "run_acc", "delta",
+                    "se", "within_2se", "gained", "forgotten"]
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]], columns: Sequence[str] = ()) -> None:
+    columns = list(columns)
     for r in rows:
         columns += [k for k in r if k not in columns]
     with open(path, "w", newline="") as f:
@@ -266,9 +275,8 @@ def write_csvs(report: dict, out_dir: Path) -> list[Path]:
              **{("reference_acc" if k == "reference" else "run_acc" if k == "run" else k): v
                 for k, v in c.items()}}
             for n, types in pt["runs"].items() for t, c in types.items()]
-    if long:
-        paths.append(out_dir / "per_instruction_type.csv")
-        _write_csv(paths[-1], long)
+    paths.append(out_dir / "per_instruction_type.csv")  # with the header alone when nothing compares
+    _write_csv(paths[-1], long, PER_TYPE_COLUMNS)
     groups = [{"group_hash": g["group_hash"], "method": g["method"], "n": g["n"],
                "runs": " ".join(g["runs"]), "seeds": " ".join(str(s) for s in g["seeds"]),
                **{f"{m}.{k}": v for m, s in g["stats"].items() for k, v in s.items() if k != "n"}}

@@ -110,8 +110,9 @@ def test_wandb_has_ifeval_metrics_at_checkpoint_steps(run_dir):
     assert table_row["ifeval/samples"]["_type"] == "table-file"
 
 
-def _eval_pids(marker: str) -> list[int]:
-    """Main evaluator processes whose command line names ``marker`` (an output folder)."""
+def _eval_pids(*markers: str) -> list[int]:
+    """Main evaluator processes whose command line names every one of ``markers`` (parts of an output
+    folder). Name the test's own tmp folder: other evaluators may run on a shared machine."""
     pids = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -121,7 +122,7 @@ def _eval_pids(marker: str) -> list[int]:
         except OSError:
             continue
         text = [c.decode(errors="replace") for c in cmd]
-        if "ifdistill.evaluator.cli" in text and any(marker in c for c in text):
+        if "ifdistill.evaluator.cli" in text and all(any(m in c for c in text) for m in markers):
             pids.append(int(proc.name))
     return pids
 
@@ -133,7 +134,7 @@ def _saboteur(out: Path, stop: threading.Event) -> None:
         for step, sig in ((10, signal.SIGKILL), (20, signal.SIGSTOP)):
             if step in done:
                 continue
-            for pid in _eval_pids(f"step_{step:06d}"):
+            for pid in _eval_pids(str(out), f"step_{step:06d}"):
                 time.sleep(3)  # mid-run: after it started
                 try:
                     os.killpg(pid, sig) if sig == signal.SIGSTOP else os.kill(pid, sig)
@@ -209,7 +210,7 @@ def test_requeue_signal_stops_evaluations_and_the_resumed_run_evaluates_them(tmp
             "trainer.max_steps=8", "callbacks.checkpoint_eval.every_n_steps=4", "run.checkpoint_every_n_steps=4"]
     proc = subprocess.Popen(args, env=_env(), stdout=(tmp_path / "first.log").open("w"), stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 300
-    while proc.poll() is None and time.monotonic() < deadline and not _eval_pids("step_000004"):
+    while proc.poll() is None and time.monotonic() < deadline and not _eval_pids(str(tmp_path), "step_000004"):
         time.sleep(0.1)
     assert proc.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
     proc.send_signal(signal.SIGUSR2)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from ifdistill.callbacks.export import weight_hashes
 from ifdistill.evaluator.cli import compose_config
 from ifdistill.evaluator.launch import evaluator_command
 from ifdistill.evaluator.results import read_results
@@ -39,7 +40,8 @@ def _export(tuned, root: Path) -> Path:
     shutil.copytree(tuned["adapter"], export / "adapter")
     for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
         shutil.copy(Path(tuned["ft"]) / name, export / "adapter" / name)
-    (export / "export.json").write_text(json.dumps({"step": 120, "kinds": ["adapter"], "base_model": str(tuned["ft"])}))
+    (export / "export.json").write_text(json.dumps({"step": 120, "kinds": ["adapter"], "base_model": str(tuned["ft"]),
+                                                    "weights": weight_hashes(export)}))
     return export
 
 

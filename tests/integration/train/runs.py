@@ -22,6 +22,7 @@ from ifdistill.train.checkpointing import consolidated_state_dict, find_resume_c
 
 ROOT = Path(__file__).resolve().parents[3]
 STEPS = 8
+LR = 1e-4  # AdamW, constant schedule (the strategy tests derive their tolerance from lr * steps)
 
 COMMON = [
     "model=tiny", "data=synthetic", "method=sft", "peft=lora", "peft.r=4", "peft.alpha=8", "peft.dropout=0.1",
@@ -29,7 +30,7 @@ COMMON = [
     "+data.sources.0.max_examples=64", "data.heldout=16", "data.max_length=384",
     "datamodule.micro_batch_size=2", "datamodule.val_batch_size=4",
     f"trainer.max_steps={STEPS}", "trainer.log_every_n_steps=1", "trainer.gradient_clip_val=0",
-    "optim.lr=1e-4", "optim.schedule=constant",
+    f"optim.lr={LR}", "optim.schedule=constant",
     "run.eval_every_n_steps=1000", "run.checkpoint_every_n_steps=2", "run.keep_last_checkpoints=10",
 ]
 WORLD2 = ["trainer.accelerator=cpu", "trainer.devices=2"]

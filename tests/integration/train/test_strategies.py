@@ -16,7 +16,8 @@ import torch
 from ifdistill.train.checkpointing import consolidated_state_dict
 from ifdistill.train.sft_module import SFTModule
 
-from tests.integration.train.runs import STEPS, csv_rows, lora_weights, max_abs_diff
+from tests.integration.train.runs import LR, STEPS, csv_rows, lora_weights, max_abs_diff
+from tests.support import adam_weight_tolerance, sum_relative_error
 
 pytestmark = pytest.mark.slow
 
@@ -31,9 +32,13 @@ def _step0(run: dict) -> dict[str, float]:
 def test_held_out_metrics_under_ddp_equal_single_process(runs):
     single, ddp = _step0(runs.get("single")), _step0(runs.get("ddp"))
     assert single[f"{HELD_OUT}/tokens"] == ddp[f"{HELD_OUT}/tokens"] > 0  # padding added no token
+    # token sums split over two ranks and other batch shapes: float32 summation order over the held-out
+    # tokens (~1e-5 relative for a few thousand); a mean of per-rank means or a padding token counted
+    # changes the value by the ranks' difference in it, orders of magnitude more
+    tol = sum_relative_error(single[f"{HELD_OUT}/tokens"])
     for metric in ("ce", "acc", "entropy"):
         key = f"{HELD_OUT}/{metric}"
-        assert ddp[key] == pytest.approx(single[key], rel=1e-6, abs=1e-7), key
+        assert ddp[key] == pytest.approx(single[key], rel=tol), key
 
 
 @pytest.mark.parametrize("strategy", ["zero2", "zero3", "fsdp2"])
@@ -44,7 +49,10 @@ def test_strategy_trains_the_same_lora_weights_as_ddp(runs, strategy):
     diff = max_abs_diff(ref, got)
     print(f"{strategy}: max |w - w_ddp| = {diff:.3g} after {STEPS} steps (lora_B max {moved:.3g})")
     assert moved > 1e-4  # the adapters did train
-    assert diff <= 1e-6
+    # AdamW, lr 1e-4, 8 steps: 1 % of lr * steps = 8e-6 (measured up to 1.46e-6, ZeRO-3); a step on a
+    # different gradient (no all-reduce, a rank's half only) moves weights by O(lr) = 1e-4
+    tol = adam_weight_tolerance(LR, STEPS)
+    assert diff <= tol, f"max |w - w_ddp| = {diff:.3g}, tolerance {tol:.3g}"
 
 
 def test_zero3_checkpoint_is_sharded_and_consolidates_to_a_plain_state_dict(runs, tiny_model_dir):

@@ -101,3 +101,35 @@ def test_the_cli_reports_input_errors_in_one_line(tmp_path):
     assert done.returncode == 2
     assert f"ifdistill-eval: error: model directory '{tmp_path / 'missing'}' does not exist" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_cli_refuses_a_corrupt_export_before_loading_it(tiny_model_dir, tmp_path):
+    """4 KB flipped inside an export's model.safetensors (same size): one error line naming the file,
+    exit 2, and no results.json (the check runs before any weight is loaded)."""
+    from ifdistill.callbacks.export import weight_hashes
+    from tests.support import flip_bytes
+
+    export = tmp_path / "exports" / "step_000010"
+    shutil.copytree(tiny_model_dir, export / "model")
+    (export / "export.json").write_text(json.dumps({"step": 10, "kinds": ["model"], "base_model": "builtin:tiny",
+                                                    "weights": weight_hashes(export)}))
+    flip_bytes(export / "model" / "model.safetensors")
+    out = tmp_path / "out"
+    script = Path(sys.executable).parent / "ifdistill-eval"
+    done = subprocess.run([str(script), *SMALL, f"export_dir={export}", f"output_dir={out}",
+                           f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"ifdistill-eval: error: {export / 'model' / 'model.safetensors'}: sha256" in done.stderr
+    assert "Traceback" not in done.stderr and not (out / "results.json").exists()
+
+
+def test_help_lists_only_the_evaluators_config_groups(tmp_path):
+    script = Path(sys.executable).parent / "ifdistill-eval"
+    done = subprocess.run([str(script), "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    groups = done.stdout.split("== Configuration groups ==")[1].split("== Config ==")[0]
+    named = [line.split(":")[0] for line in groups.splitlines() if ": " in line]
+    assert named == ["eval", "model", "paths"], groups
+    assert "ifeval_local" in groups and "_base" not in groups  # options from conf/eval/, bases hidden
+    assert "outputs/eval/jobs/" in done.stdout and not (tmp_path / "outputs").exists()

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from ifdistill.evaluator.errors import AdapterMismatchError, ModelNotFoundError
+from ifdistill.callbacks.export import weight_hashes as export_weight_hashes
+from ifdistill.evaluator.errors import AdapterMismatchError, CorruptExportError, ModelNotFoundError
 from ifdistill.evaluator.model_source import (check_adapter_matches_base, model_identity, resolve_model_source,
-                                              tokenizer_hash)
+                                              tokenizer_hash, verify_export)
+from tests.support import flip_bytes
 
 
 @pytest.fixture(scope="module")
@@ -96,9 +98,30 @@ def _export(root: Path, tiny_model_dir: Path, adapter_dir: Path, parts: tuple[st
     for part in ("merged", "model"):
         if part in parts:
             shutil.copytree(tiny_model_dir, export / part)
-    (export / "export.json").write_text(json.dumps({"step": 200, "kinds": list(parts),
-                                                    "base_model": str(tiny_model_dir)}))
+    (export / "export.json").write_text(json.dumps({"step": 200, "kinds": list(parts), "base_model": str(tiny_model_dir),
+                                                    "weights": export_weight_hashes(export)}))
     return export
+
+
+def test_a_corrupt_missing_or_unrecorded_export_weight_file_is_refused(tiny_model_dir, adapter_dir, tmp_path):
+    export = _export(tmp_path, Path(tiny_model_dir), adapter_dir, ("adapter", "merged"))
+    nothing = {"name_or_path": "", "revision": None}
+    flip_bytes(export / "merged" / "model.safetensors")
+    with pytest.raises(CorruptExportError, match=r"merged/model\.safetensors: sha256 .* differs"):
+        resolve_model_source(nothing, export_dir=str(export), export_kind="merged")
+    assert resolve_model_source(nothing, export_dir=str(export)).kind == "adapter"  # its own files are intact
+    with pytest.raises(CorruptExportError, match=r"merged/model\.safetensors"):
+        verify_export(export)  # all parts: what back-fill checks
+    shutil.copy(export / "adapter" / "adapter_model.safetensors", export / "adapter" / "extra.safetensors")
+    with pytest.raises(CorruptExportError, match=r"adapter/extra\.safetensors: weight file not recorded"):
+        resolve_model_source(nothing, export_dir=str(export))
+    (export / "adapter" / "extra.safetensors").unlink()
+    (export / "adapter" / "adapter_model.safetensors").unlink()
+    with pytest.raises(CorruptExportError, match=r"adapter_model\.safetensors: weight file recorded .* is missing"):
+        resolve_model_source(nothing, export_dir=str(export))
+    (export / "export.json").write_text(json.dumps({"step": 200, "base_model": str(tiny_model_dir)}))
+    with pytest.raises(CorruptExportError, match="records no weight digests"):
+        resolve_model_source(nothing, export_dir=str(export))
 
 
 def test_export_parts_and_base_model(tiny_model_dir, adapter_dir, tmp_path):

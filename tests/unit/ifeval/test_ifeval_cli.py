@@ -130,3 +130,26 @@ def test_console_script_entry_point_is_main():
 
     scripts = {ep.name: ep.value for ep in entry_points(group="console_scripts")}
     assert scripts.get("ifdistill-score") == "ifdistill.ifeval.cli:main"
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n", b'{"prompt": "x"}\n'], ids=["empty", "blank", "invalid"])
+def test_a_failed_run_leaves_an_existing_output_intact(tmp_path, content):
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(content)
+    out = tmp_path / "existing.jsonl"
+    out.write_text("precious\n")
+    skip = ["--skip-invalid"] if content.startswith(b"{") else []
+    proc = run_cli(str(src), "-o", str(out), *skip)
+    assert proc.returncode == 1, proc.stderr
+    assert out.read_text() == "precious\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["existing.jsonl", "in.jsonl"]  # no temp file left
+
+
+def test_undecodable_input_is_an_error_naming_file_and_line(tmp_path):
+    src = tmp_path / "in.bin"
+    src.write_bytes((json.dumps(ROWS[0]) + "\n").encode() + bytes(range(128, 256)) + b"\n")
+    out = tmp_path / "o.jsonl"
+    proc = run_cli(str(src), "-o", str(out))
+    assert proc.returncode == 1
+    assert f"{src}:2: field '<utf-8>': not UTF-8 text (byte 0" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()

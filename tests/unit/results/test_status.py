@@ -44,5 +44,31 @@ def test_states_steps_and_latest_evaluation(tmp_path, capsys):
         (sweep / f"{i}_job" / "run_dir.txt").write_text(f"{run}\n")
     assert main([str(sweep)]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert len(table) == 4 and "| a | finished | 1 | 30 | 2 | 0 | 30 | 50.0 |" in table[2] and "| b | requeued |" in table[3]
+    assert len(table) == 4 and "| a | finished | 1 | 30 | 2 | 0 | 0 | 30 | 50.0 |" in table[2] and "| b | requeued |" in table[3]
     assert main([str(tmp_path / "missing")]) == 2
+
+
+def test_superseded_failures_are_resolved_and_attempts_count_across_launches(tmp_path, capsys):
+    """Two launches each stopped by Ctrl-C while step 10 was evaluated: the evaluator died of SIGINT
+    (attempt 1 of the launch, retried) and its retry was abandoned (attempt 2 of the launch) -- as the
+    callback records them. Four evaluator runs, numbered 1-4; a back-fill result resolves them all."""
+    host = os.uname().nodename
+    run = _run(tmp_path, "r", {"pid": None, "host": host}, steps=(10,))
+    for launch, t0 in enumerate((100.0, 200.0)):
+        run_metrics.record_failure(run, 10, 1, "failed: killed by signal 2", -2, "", t0)
+        run_metrics.record_failure(run, 10, 2, "training stopped: KeyboardInterrupt()", None, "", t0 + 1)
+    run_metrics.record_failure(run, 20, 1, "failed: exit code 1", 1, "", 300.0)
+    run_metrics.record_failure(run, 20, 1, "training stopped: KeyboardInterrupt()", None, "", 301.0)  # waiting retry
+    run_metrics.record_failure(run, 30, 0, "missing at end of training", None, "", 302.0)
+    status = run_status(run)
+    assert [(f["step"], f["attempt_no"]) for f in status["failures"]] == [(10, 1), (10, 2), (10, 3), (10, 4),
+                                                                          (20, 1), (20, 1), (30, None)]
+    run_metrics.record_checkpoint(run, 10, {"metrics": {"prompt_level_strict_acc": 0.5}}, "evals/step_000010",
+                                  "backfill")
+    status = run_status(run)
+    assert status["resolved_failures"] == 4 and [f["step"] for f in status["failures"]] == [20, 20, 30]
+    assert main([str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "| r | stopped | 1 | 10 | 1 | 3 | 4 | 10 | 50.0 |" in out
+    assert "- r step 20 (attempt 1): failed: exit code 1" in out and "step 10 (" not in out
+    assert "- r step 30 (no evaluator run): missing at end of training" in out
