@@ -28,6 +28,7 @@ import os
 import shutil
 from pathlib import Path
 
+from ifdistill.models.tiny import save_random_causal_lm
 from ifdistill.paths import MissingResourceError, build_once, cache_dir, shared_data_dir
 
 BUILDER_VERSION = 1
@@ -72,8 +73,7 @@ def _key(spec: TinyQwen3Spec, tokenizer_dir: Path) -> str:
 def build_tiny_qwen3(out_dir: str | os.PathLike, spec: TinyQwen3Spec = TinyQwen3Spec(),
                      tokenizer_dir: str | os.PathLike | None = None) -> Path:
     """Copy the tokenizer files and build a random-init Qwen3 into ``out_dir`` (HF format, fp32)."""
-    import torch
-    from transformers import AutoTokenizer, GenerationConfig, Qwen3Config, Qwen3ForCausalLM
+    from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
 
     src = Path(tokenizer_dir) if tokenizer_dir is not None else qwen3_tokenizer_dir()
     out = Path(out_dir)
@@ -83,28 +83,9 @@ def build_tiny_qwen3(out_dir: str | os.PathLike, spec: TinyQwen3Spec = TinyQwen3
     tokenizer = AutoTokenizer.from_pretrained(out)
     if len(tokenizer) > spec.vocab_size:
         raise ValueError(f"the tokenizer in {src} has {len(tokenizer)} tokens, more than vocab_size {spec.vocab_size}")
-    config = Qwen3Config(
-        vocab_size=spec.vocab_size,
-        hidden_size=spec.hidden_size,
-        intermediate_size=spec.intermediate_size,
-        num_hidden_layers=spec.num_hidden_layers,
-        num_attention_heads=spec.num_attention_heads,
-        num_key_value_heads=spec.num_key_value_heads,
-        head_dim=spec.head_dim,
-        max_position_embeddings=spec.max_position_embeddings,
-        rope_theta=spec.rope_theta,
-        rms_norm_eps=spec.rms_norm_eps,
-        tie_word_embeddings=True,
-        bos_token_id=None,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        torch_dtype="float32",
-    )
-    torch.manual_seed(spec.seed)
-    model = Qwen3ForCausalLM(config)
-    model.generation_config = GenerationConfig(
-        eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id, do_sample=False)
-    model.save_pretrained(out, safe_serialization=True)
+    save_random_causal_lm(out, Qwen3Config, Qwen3ForCausalLM, spec, vocab_size=spec.vocab_size,
+                          eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+                          rope_theta=spec.rope_theta, rms_norm_eps=spec.rms_norm_eps)
     (out / MARKER).write_text(json.dumps({"builder": BUILDER_VERSION, **dataclasses.asdict(spec)}, indent=2) + "\n")
     return out
 

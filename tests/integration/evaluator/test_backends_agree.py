@@ -32,15 +32,17 @@ COMMON = ["eval.generation.max_new_tokens=32", "eval.runtime.progress=false", "e
 @pytest.fixture(scope="module", params=["tiny", "tiny_qwen3"])
 def tuned(request):
     """The model set of one embedded model (overrides conftest's ``tuned``); ``tuned["config"]`` is its
-    model config group and ``tuned["distinct"]`` the share of distinct HF responses below which the
-    comparison would prove nothing, per data set. The echo-tuned tiny model answers short word prompts
-    nearly all differently; random-init tiny_qwen3 depends on the prompt but shares continuations
-    between similar short prompts (about half distinct), so its bar is lower."""
+    model config group and ``tuned["distinct"]`` the data sets compared, each with the share of
+    distinct HF responses below which the comparison would prove nothing. The echo-tuned tiny model
+    answers short word prompts nearly all differently. Random-init tiny_qwen3 depends on short prompts
+    but shares continuations between similar ones (about half distinct: its bar is lower), and on the
+    long synthetic prompts it collapses to one continuation (2 distinct of 120), so it is compared on
+    the 96 word prompts only."""
     if request.param == "tiny":
         models = tuned_models(request.getfixturevalue("tiny_model_dir"))
         return {**models, "config": "tiny", "distinct": {"words": 0.9, "synthetic": 0.25}}
     models = random_lora_models(request.getfixturevalue("tiny_qwen3_dir"))
-    return {**models, "config": "tiny_qwen3", "distinct": {"words": 0.3, "synthetic": 0.3}}
+    return {**models, "config": "tiny_qwen3", "distinct": {"words": 0.3}}
 
 
 def _cfg(tuned, out, *, backend, data="words", model="ft", adapter=False):
@@ -94,7 +96,7 @@ def test_vllm_and_hf_agree_on_greedy_responses(tuned, vllm_ft, tmp_path):
 
     tok = AutoTokenizer.from_pretrained(tuned["ft"])
     report = {}
-    for data in ("words", "synthetic"):
+    for data in tuned["distinct"]:
         rv, sv = _run(tuned, tmp_path / f"vllm-{data}", vllm_ft, backend="vllm", data=data)
         rh, sh = _run(tuned, tmp_path / f"hf-{data}", backend="hf", data=data)
         assert [s["rendered_prompt"] for s in sv] == [s["rendered_prompt"] for s in sh]  # identical prompt ids
