@@ -5,8 +5,8 @@ Parametrized over the embedded models: the briefly fine-tuned tiny model (tuned.
 (Qwen3's real tokenizer, template and architecture; its random-init output is already prompt-dependent,
 and its adapter has random ``lora_B``: ``random_lora_models``). Through ``evaluate()`` itself, so
 rendering, cutting, decoding and scoring are the production path. One LoRA-enabled vLLM engine on the fine-tuned model
-serves the base *and* the adapter for the whole module (start-up is ~25 s); the merged checkpoint
-needs an engine of its own. Mismatches are explained by the HF logit margin between the two tokens
+serves the base *and* the adapter for the whole module (start-up is ~25 s), and each evaluation runs
+once per module (the ``run`` fixture); the merged checkpoint needs an engine of its own. Mismatches are explained by the HF logit margin between the two tokens
 the backends chose at the first differing position: a disagreement at a near-tie is float noise
 between two kernels, not a bug.
 """
@@ -56,11 +56,6 @@ def _cfg(tuned, out, *, backend, data="words", model="ft", adapter=False):
     return compose_config(overrides, output_dir=str(out))
 
 
-def _run(tuned, out, backend_obj=None, **kw):
-    evaluate(_cfg(tuned, out, **kw), backend=backend_obj)
-    return read_results(out)
-
-
 @pytest.fixture(scope="module")
 def vllm_ft(tuned, tmp_path_factory):
     """One engine for the fine-tuned model with LoRA enabled (serves base and adapter requests)."""
@@ -69,6 +64,25 @@ def vllm_ft(tuned, tmp_path_factory):
     backend = make_backend(plan.settings, plan.source, context_len=plan.context_len, seed=0)
     yield backend
     backend.close()
+
+
+@pytest.fixture(scope="module")
+def run(tuned, vllm_ft, tmp_path_factory):
+    """``run(backend=..., data=..., model=..., adapter=...)`` -> ``(results, samples)``, each evaluation
+    done once per module (the tests share e.g. the vLLM base and LoRA runs). vLLM runs of the
+    fine-tuned model go to the shared engine; the merged model gets an engine of its own."""
+    done = {}
+
+    def get(*, backend, data="words", model="ft", adapter=False):
+        key = (backend, data, model, adapter)
+        if key not in done:
+            out = tmp_path_factory.mktemp("-".join(map(str, key))) / "out"
+            engine = vllm_ft if backend == "vllm" and model == "ft" else None
+            evaluate(_cfg(tuned, out, backend=backend, data=data, model=model, adapter=adapter), backend=engine)
+            done[key] = read_results(out)
+        return done[key]
+
+    return get
 
 
 def _margin(model_dir, adapter, prompt_ids, prefix_ids, a, b) -> float:
@@ -91,14 +105,14 @@ def _compare(a_samples, b_samples):
     return sum(same), len(same), [i for i, s in enumerate(same) if not s]
 
 
-def test_vllm_and_hf_agree_on_greedy_responses(tuned, vllm_ft, tmp_path):
+def test_vllm_and_hf_agree_on_greedy_responses(tuned, run):
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tuned["ft"])
     report = {}
     for data in tuned["distinct"]:
-        rv, sv = _run(tuned, tmp_path / f"vllm-{data}", vllm_ft, backend="vllm", data=data)
-        rh, sh = _run(tuned, tmp_path / f"hf-{data}", backend="hf", data=data)
+        rv, sv = run(backend="vllm", data=data)
+        rh, sh = run(backend="hf", data=data)
         assert [s["rendered_prompt"] for s in sv] == [s["rendered_prompt"] for s in sh]  # identical prompt ids
         # In distribution (words) nearly every response is distinct; the synthetic prompts are far longer
         # than anything the echo was trained on, and its answers there repeat more (still far from the
@@ -129,10 +143,10 @@ def test_vllm_and_hf_agree_on_greedy_responses(tuned, vllm_ft, tmp_path):
         assert r["rate"] >= 0.95, report
 
 
-def test_lora_in_vllm_equals_merged_in_vllm_equals_hf_peft(tuned, vllm_ft, tmp_path):
-    res_lora, lora = _run(tuned, tmp_path / "vllm-lora", vllm_ft, backend="vllm", adapter=True)
-    _, peft = _run(tuned, tmp_path / "hf-peft", backend="hf", adapter=True)
-    res_merged, merged = _run(tuned, tmp_path / "vllm-merged", backend="vllm", model="merged")  # its own engine
+def test_lora_in_vllm_equals_merged_in_vllm_equals_hf_peft(run):
+    res_lora, lora = run(backend="vllm", adapter=True)
+    _, peft = run(backend="hf", adapter=True)
+    res_merged, merged = run(backend="vllm", model="merged")  # its own engine
     assert res_lora["model"]["kind"] == "adapter" and res_merged["model"]["kind"] == "model"
     pairs = {"vllm_lora=vllm_merged": (lora, merged), "vllm_lora=hf_peft": (lora, peft),
              "vllm_merged=hf_peft": (merged, peft)}
@@ -143,9 +157,9 @@ def test_lora_in_vllm_equals_merged_in_vllm_equals_hf_peft(tuned, vllm_ft, tmp_p
     assert res_lora["model"]["weights_digest"] != res_merged["model"]["weights_digest"]
 
 
-def test_the_adapter_is_active(tuned, vllm_ft, tmp_path):
-    _, base = _run(tuned, tmp_path / "base", vllm_ft, backend="vllm")
-    _, lora = _run(tuned, tmp_path / "lora", vllm_ft, backend="vllm", adapter=True)
+def test_the_adapter_is_active(tuned, run):
+    _, base = run(backend="vllm")
+    _, lora = run(backend="vllm", adapter=True)
     differ = sum(x["response"] != y["response"] for x, y in zip(base, lora))
     print(f"\nadapter control: base and LoRA responses differ on {differ}/{len(base)} prompts")
     assert differ >= 0.9 * len(base)
