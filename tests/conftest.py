@@ -38,3 +38,21 @@ def tiny_tokenizer(tiny_model_dir):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3_dir():
+    """The embedded tiny Qwen3 (real Qwen3 tokenizer and template; built once, cached like tiny)."""
+    from ifdistill.models.tiny_qwen3 import tiny_qwen3_path
+
+    return tiny_qwen3_path()
+
+
+@pytest.fixture(scope="session")
+def qwen3_tokenizer():
+    """Qwen3's real tokenizer and chat template from the shared data folder (no model needed)."""
+    from transformers import AutoTokenizer
+
+    from ifdistill.models.tiny_qwen3 import qwen3_tokenizer_dir
+
+    return AutoTokenizer.from_pretrained(qwen3_tokenizer_dir())

@@ -16,6 +16,10 @@ not the newline a template may print after it.
 
 Refusals (:class:`RenderError`, never a silent wrong mask):
 
+- the generation prompt is not a prefix of the rendered turn: the model would learn to answer after
+  a prompt it never sees at evaluation time (Qwen3's template with ``enable_thinking=False`` and an
+  assistant turn that carries reasoning: the prompt ends with an empty think block, the turn with a
+  full one);
 - the template *rewrites earlier turns* -- rendering a prefix of the conversation does not give a
   prefix of the full rendering (Qwen3's template drops ``<think>`` blocks of earlier assistant turns,
   for example). Then per-turn masks are not well defined; ``train_on="last_assistant"`` supervises
@@ -32,7 +36,18 @@ token boundaries by construction.
 Qwen3-style templates (``enable_thinking`` in the template): ``enable_thinking=None`` means *False*
 for such a template -- the same default as ifdistill's evaluator, so training and evaluation render
 the same empty ``<think></think>`` block in the prompt. ``enable_thinking=True`` on a template
-without a thinking mode is an error rather than a silently ignored flag.
+without a thinking mode is an error rather than a silently ignored flag. What is trained on with
+Qwen3's template (its final assistant turn is always rendered with a think block):
+
+- ``enable_thinking=False``: the prompt ends with ``<|im_start|>assistant\n<think>\n\n</think>\n\n``
+  (exactly what the evaluator's generation prompt ends with) and the supervised span is the answer
+  and ``<|im_end|>``; a final turn with reasoning is refused (see above);
+- ``enable_thinking=True``: the prompt ends with ``<|im_start|>assistant\n`` and the supervised span
+  is the whole think block (empty, or the turn's reasoning), the answer and ``<|im_end|>`` -- again
+  exactly what the model must produce after the evaluator's prompt.
+
+Either way the evaluator's prompt is a token prefix of the training sequence and the mask starts
+where it ends (tested on every IFEval prompt and the synthetic data).
 """
 
 from __future__ import annotations
@@ -140,7 +155,14 @@ def _supervised_chars(tokenizer, messages, train_on: str, extra) -> tuple[str, l
             raise RenderError("an assistant turn opens the conversation; there is no prompt to condition on")
         prefix = _apply(tokenizer, messages[:j], True, extra)
         upto = full if j == n - 1 else _apply(tokenizer, messages[: j + 1], False, extra)
-        if not (full.startswith(upto) and upto.startswith(prefix)):
+        if full.startswith(upto) and not upto.startswith(prefix):
+            raise RenderError(
+                f"the generation prompt is not a prefix of assistant message {j} as the template renders "
+                f"it (template kwargs {extra}): the model would be trained after a prompt it is never "
+                "given at evaluation time. With a Qwen3-style template and enable_thinking=False this "
+                "means the turn carries reasoning (reasoning_content or inline <think> text) while the "
+                "prompt ends with an empty think block: drop the reasoning or set enable_thinking=True.")
+        if not full.startswith(upto):
             raise RenderError(
                 f"the chat template rewrites earlier turns: rendering the conversation up to message {j} "
                 "is not a prefix of rendering all of it, so a per-turn loss mask would not match the "

@@ -95,6 +95,27 @@ def finalize(raw: Sequence[int], request: Request, sampling: Sampling, tokenizer
     return Completion(token_ids=tuple(ids), text=text, finish_reason=finish)
 
 
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+
+
+def scored_text(text: str, strip_thinking: bool) -> tuple[str, str]:
+    """``(text IFEval scores, think state)`` of a decoded response.
+
+    Without ``strip_thinking`` the whole response is scored (state ``"off"``). With it: the text
+    after the last ``</think>`` with its leading newlines removed, as Qwen3's template strips them
+    (``"closed"``); a response that opens ``<think>`` and never closes it has no answer and scores
+    as ``""`` (``"unterminated"``); a response without a think block is scored whole (``"none"``).
+    ``<think>``/``</think>`` are Qwen3 added tokens that are not special, so the decoded text keeps them.
+    """
+    if not strip_thinking:
+        return text, "off"
+    if THINK_CLOSE in text:
+        return text.rsplit(THINK_CLOSE, 1)[1].lstrip("\n"), "closed"
+    if THINK_OPEN in text:
+        return "", "unterminated"
+    return text, "none"
+
+
 def make_backend(settings: EvalSettings, source: ModelSource, *, context_len: int, seed: int) -> Any:
     """Start the configured backend for ``source`` (the expensive step: model load, engine start)."""
     if settings.backend == "vllm":

@@ -33,10 +33,19 @@ PACKAGES = ("ifdistill", "torch", "transformers", "tokenizers", "vllm", "vllm-cp
 
 
 def sample_rows(prompts: Sequence[Any], completions: Sequence[Any], scored: Sequence[dict[str, Any]],
-                tokenizer) -> list[dict[str, Any]]:
-    """One row per prompt, in data order (see :data:`ifdistill.evaluator.schema.SAMPLE_SCHEMA`)."""
+                tokenizer, *, strip_thinking: bool = False) -> list[dict[str, Any]]:
+    """One row per prompt, in data order (see :data:`ifdistill.evaluator.schema.SAMPLE_SCHEMA`).
+
+    ``response`` is the whole decoded response; with ``strip_thinking`` the text IFEval scored (after
+    ``</think>``) is ``scored_response`` and ``thinking`` says whether the think block was closed."""
+    from ifdistill.evaluator.generation import scored_text
+
     rows = []
     for p, c, s in zip(prompts, completions, scored, strict=True):
+        extra: dict[str, Any] = {}
+        if strip_thinking:
+            answer, state = scored_text(c.text, True)
+            extra = {"scored_response": answer, "thinking": state}
         rows.append({
             "key": p.key,
             "prompt": p.example.prompt,
@@ -52,6 +61,7 @@ def sample_rows(prompts: Sequence[Any], completions: Sequence[Any], scored: Sequ
             "loose_prompt": bool(s["loose_prompt"]),
             "num_generated_tokens": len(c.token_ids),
             "finish_reason": c.finish_reason,
+            **extra,
         })
     return rows
 

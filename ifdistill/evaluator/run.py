@@ -34,7 +34,7 @@ from ifdistill.config import validate
 from ifdistill.evaluator import fingerprint as fp
 from ifdistill.evaluator.dataset import LoadedRows, load_eval_rows, load_rows
 from ifdistill.evaluator.errors import EvaluatorError, OutputExistsError
-from ifdistill.evaluator.generation import Request, Sampling, finalize, make_backend, request_seed
+from ifdistill.evaluator.generation import Request, Sampling, finalize, make_backend, request_seed, scored_text
 from ifdistill.evaluator.model_source import ModelSource, context_length, model_identity, resolve_model_source
 from ifdistill.evaluator.prompts import (Prompt, build_prompts, demo_selection, load_tokenizer, max_tokens_for,
                                          stop_token_ids)
@@ -155,8 +155,9 @@ def _score(plan: EvalPlan, completions: list) -> tuple[list[dict[str, Any]], dic
     from ifdistill.ifeval.scoring import score_rows
     from ifdistill.ifeval.stats import aggregate, per_instruction_type
 
+    strip = bool(plan.settings.generation.strip_thinking)
     rows = [{"key": p.key, "prompt": p.example.prompt, "instruction_id_list": list(p.example.instruction_id_list),
-             "kwargs": [dict(k) for k in p.example.kwargs], "response": c.text}
+             "kwargs": [dict(k) for k in p.example.kwargs], "response": scored_text(c.text, strip)[0]}
             for p, c in zip(plan.prompts, completions)]
     scored = score_rows(rows, source=plan.settings.data.name).rows
     return scored, aggregate(scored), per_instruction_type(scored)
@@ -186,17 +187,21 @@ def execute(plan: EvalPlan, *, backend: Any = None) -> dict[str, Any]:
     completions = [finalize(ids, r, plan.sampling, plan.tokenizer) for ids, r in zip(raw, plan.requests)]
     scored, metrics, per_type = _score(plan, completions)
     t3 = time.perf_counter()
-    samples = sample_rows(plan.prompts, completions, scored, plan.tokenizer)
+    strip = bool(plan.settings.generation.strip_thinking)
+    samples = sample_rows(plan.prompts, completions, scored, plan.tokenizer, strip_thinking=strip)
     tokens = sum(len(c.token_ids) for c in completions)
+    counts: dict[str, Any] = {
+        "num_prompts": len(samples), "num_instructions": metrics["num_instructions"], "generated_tokens": tokens,
+        "finish_reasons": dict(sorted(collections.Counter(c.finish_reason for c in completions).items()))}
+    if strip:  # how many answers came after a closed think block, had none, or never closed it
+        counts["thinking"] = dict(sorted(collections.Counter(scored_text(c.text, True)[1] for c in completions).items()))
     results = {
         "schema_version": RESULTS_SCHEMA_VERSION,
         "eval_config_hash": plan.eval_config_hash,
         "fingerprint": plan.fingerprint,
         "metrics": metrics,
         "per_instruction_type": per_type,
-        "counts": {"num_prompts": len(samples), "num_instructions": metrics["num_instructions"],
-                   "generated_tokens": tokens,
-                   "finish_reasons": dict(sorted(collections.Counter(c.finish_reason for c in completions).items()))},
+        "counts": counts,
         "model": plan.model_identity,
         "data": {"eval": plan.data.identity, "fewshot_pool": plan.pool.identity if plan.pool else None},
         "config": {"eval": as_dict(plan.settings), "model": plan.model_cfg, "adapter_dir": plan.run.adapter_dir,

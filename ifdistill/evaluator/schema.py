@@ -20,6 +20,7 @@ RESULTS_SCHEMA_VERSION = 1
 _NUM = {"type": ["number", "null"]}  # NaN is written as null (a standard error with one prompt)
 _COUNT = {"type": "integer", "minimum": 0}
 _HEX64 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+_THINK_STATES = ("closed", "none", "unterminated")  # ifdistill.evaluator.generation.scored_text
 _METRICS = ("prompt_level_strict_acc", "inst_level_strict_acc", "prompt_level_loose_acc", "inst_level_loose_acc")
 
 
@@ -48,7 +49,10 @@ RESULTS_SCHEMA: dict[str, Any] = {
             "loose_acc": {"type": "number", "minimum": 0, "maximum": 1},
             "count": {"type": "integer", "minimum": 1}})},
         "counts": _obj({"num_prompts": _COUNT, "num_instructions": _COUNT, "generated_tokens": _COUNT,
-                        "finish_reasons": {"type": "object", "additionalProperties": _COUNT}}),
+                        "finish_reasons": {"type": "object", "additionalProperties": _COUNT},
+                        # only with eval.generation.strip_thinking
+                        "thinking": _obj({k: _COUNT for k in _THINK_STATES}, required=[])},
+                       required=["num_prompts", "num_instructions", "generated_tokens", "finish_reasons"]),
         "model": _obj({
             "configured": {"type": "string"},
             "kind": {"enum": ["model", "adapter", "merged"]},
@@ -144,4 +148,8 @@ SAMPLE_SCHEMA: dict[str, Any] = _obj({
     "loose_prompt": {"type": "boolean"},
     "num_generated_tokens": _COUNT,
     "finish_reason": {"enum": ["stop", "length"]},
-})
+    "scored_response": {"type": "string"},  # these two only with eval.generation.strip_thinking
+    "thinking": {"enum": list(_THINK_STATES)},
+}, required=["key", "prompt", "rendered_prompt", "prompt_num_tokens", "demo_uids", "response",
+             "instruction_id_list", "kwargs", "strict_inst", "loose_inst", "strict_prompt", "loose_prompt",
+             "num_generated_tokens", "finish_reason"])

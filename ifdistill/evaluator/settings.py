@@ -66,6 +66,9 @@ class GenerationSettings:
 
     chat_template: Optional[str] = None  # null: the tokenizer's own; a string or a .jinja file
     enable_thinking: Optional[bool] = None
+    # Score only the text after the last "</think>" (a response that opens <think> and never closes it
+    # scores as an empty answer, counted in results.json). null: on exactly when enable_thinking is.
+    strip_thinking: Optional[bool] = None
     system_prompt: Optional[str] = None
     greedy: bool = True
     temperature: float = 1.0  # used only when greedy is false
@@ -145,6 +148,8 @@ def eval_settings(node: Any) -> EvalSettings:
     if settings.backend not in BACKENDS:
         raise ConfigError(f"config section 'eval': backend must be one of {BACKENDS}, got {settings.backend!r}")
     g = settings.generation
+    if g.strip_thinking is None:  # resolved here, so the hash and results.json hold the effective value
+        g.strip_thinking = bool(g.enable_thinking)
     if g.max_new_tokens < 1:
         raise ConfigError(f"eval.generation.max_new_tokens must be >= 1, got {g.max_new_tokens}")
     if settings.fewshot.k < 0:

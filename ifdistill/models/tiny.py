@@ -126,36 +126,39 @@ def build_tokenizer(spec: TinySpec):
     return fast
 
 
+ARCH_FIELDS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+               "num_key_value_heads", "head_dim", "max_position_embeddings")
+
+
+def save_random_causal_lm(out: Path, config_cls, model_cls, spec, *, vocab_size: int, eos_token_id: int,
+                          pad_token_id: int, **extra) -> None:
+    """A random-init causal LM of ``spec``'s architecture (:data:`ARCH_FIELDS`, seeded by ``spec.seed``)
+    with tied embeddings, fp32, greedy generation config, saved into ``out`` (shared by the embedded models)."""
+    import torch
+    from transformers import GenerationConfig
+
+    config = config_cls(vocab_size=vocab_size, **{f: getattr(spec, f) for f in ARCH_FIELDS}, **extra,
+                        tie_word_embeddings=True, bos_token_id=None, eos_token_id=eos_token_id,
+                        pad_token_id=pad_token_id, torch_dtype="float32")
+    torch.manual_seed(spec.seed)
+    model = model_cls(config)
+    model.generation_config = GenerationConfig(
+        eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id, do_sample=False
+    )
+    model.save_pretrained(out, safe_serialization=True)
+
+
 def build_tiny_model(out_dir: str | os.PathLike, spec: TinySpec = TinySpec()) -> Path:
     """Build tokenizer + random-init Qwen2 into ``out_dir`` (HF format, fp32 safetensors)."""
-    import torch
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen2Config, Qwen2ForCausalLM
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer(spec)
     vocab = -(-len(tokenizer) // 64) * 64  # rounded up: embedding rows for every token id
-    config = Qwen2Config(
-        vocab_size=vocab,
-        hidden_size=spec.hidden_size,
-        intermediate_size=spec.intermediate_size,
-        num_hidden_layers=spec.num_hidden_layers,
-        num_attention_heads=spec.num_attention_heads,
-        num_key_value_heads=spec.num_key_value_heads,
-        head_dim=spec.head_dim,
-        max_position_embeddings=spec.max_position_embeddings,
-        tie_word_embeddings=True,
-        bos_token_id=None,
-        eos_token_id=tokenizer.convert_tokens_to_ids(IM_END),
-        pad_token_id=tokenizer.convert_tokens_to_ids(PAD),
-        torch_dtype="float32",
-    )
-    torch.manual_seed(spec.seed)
-    model = Qwen2ForCausalLM(config)
-    model.generation_config = GenerationConfig(
-        eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id, do_sample=False
-    )
-    model.save_pretrained(out, safe_serialization=True)
+    save_random_causal_lm(out, Qwen2Config, Qwen2ForCausalLM, spec, vocab_size=vocab,
+                          eos_token_id=tokenizer.convert_tokens_to_ids(IM_END),
+                          pad_token_id=tokenizer.convert_tokens_to_ids(PAD))
     tokenizer.save_pretrained(out)
     (out / "ifdistill_tiny.json").write_text(
         json.dumps({"builder": BUILDER_VERSION, **dataclasses.asdict(spec)}, indent=2) + "\n"

@@ -92,3 +92,28 @@ def test_generates_in_vllm_cpu_in_a_separate_process(tiny_model_dir, tiny_tokeni
         ref = model.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False, eos_token_id=None,
                              pad_token_id=0)[0, len(ids):].tolist()
         assert got == ref
+
+
+def test_tiny_qwen3_is_deterministic_and_carries_the_shared_tokenizer(tmp_path, tiny_qwen3_dir):
+    """builtin:tiny_qwen3: same files on a rebuild, the shared Qwen3 tokenizer files byte for byte, a
+    Qwen3 architecture (q/k norms) with the real vocabulary size, and the checked ids of the README."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ifdistill.models import resolve_model_path
+    from ifdistill.models.tiny_qwen3 import TOKENIZER_FILES, build_tiny_qwen3, qwen3_tokenizer_dir
+
+    assert Path(resolve_model_path("builtin:tiny_qwen3")) == Path(tiny_qwen3_dir)
+    again = build_tiny_qwen3(tmp_path / "again")
+    for name in ("model.safetensors", "config.json", *TOKENIZER_FILES):
+        assert _sha(again / name) == _sha(Path(tiny_qwen3_dir) / name), name
+    for name in TOKENIZER_FILES:
+        assert _sha(Path(tiny_qwen3_dir) / name) == _sha(qwen3_tokenizer_dir() / name), name
+    model = AutoModelForCausalLM.from_pretrained(tiny_qwen3_dir)
+    cfg = model.config
+    assert cfg.model_type == "qwen3" and cfg.vocab_size == 151936 and cfg.head_dim >= 64 and cfg.tie_word_embeddings
+    assert hasattr(model.model.layers[0].self_attn, "q_norm")
+    tok = AutoTokenizer.from_pretrained(tiny_qwen3_dir)
+    assert tok("Hello world")["input_ids"] == [9707, 1879] and tok.eos_token_id == 151645
+    assert tok("<|im_start|>assistant\n")["input_ids"] == [151644, 77091, 198]
+    logits = model(torch.tensor([tok("The ocean is")["input_ids"]])).logits
+    assert logits.shape[-1] == 151936 and torch.isfinite(logits).all()

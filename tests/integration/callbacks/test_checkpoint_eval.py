@@ -71,22 +71,44 @@ def test_every_checkpoint_is_exported_and_evaluated(run_dir):
         assert results["counts"]["num_prompts"] == 12 if "counts" in results else True
 
 
-def test_in_training_and_post_training_evaluations_are_identical(run_dir, tmp_path):
-    step_dir = run_dir / "evals" / "step_000020"
+def assert_post_training_eval_identical(run_dir: Path, step: int, post: Path) -> list[dict]:
+    """``ifdistill-eval`` on the step's export with the run's eval config (its ``.request``) gives the
+    in-training evaluation's samples, metrics and eval_config_hash; returns the samples."""
+    step_dir = run_dir / "evals" / f"step_{step:06d}"
     request = step_dir / ".request"
-    post = tmp_path / "post"
     argv = [str(BIN / "ifdistill-eval"), f"--config-dir={request}", "eval=_request", "model=_request",
-            f"export_dir={run_dir / 'exports' / 'step_000020'}", f"output_dir={post}", f"hydra.run.dir={post}"]
+            f"export_dir={run_dir / 'exports' / f'step_{step:06d}'}", f"output_dir={post}", f"hydra.run.dir={post}"]
     proc = subprocess.run(argv, env=_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     a, b = _samples(step_dir / "samples.jsonl"), _samples(post / "samples.jsonl")
     assert len(a) == len(b) == 12
     for x, y in zip(a, b):
-        for key in ("key", "response", "strict_inst", "loose_inst", "strict_prompt", "loose_prompt"):
+        for key in ("key", "rendered_prompt", "response", "strict_inst", "loose_inst", "strict_prompt", "loose_prompt"):
             assert x[key] == y[key], key
     ra = json.loads((step_dir / "results.json").read_text())
     rb = json.loads((post / "results.json").read_text())
     assert ra["eval_config_hash"] == rb["eval_config_hash"] and ra["metrics"] == rb["metrics"]
+    return a
+
+
+def test_in_training_and_post_training_evaluations_are_identical(run_dir, tmp_path):
+    assert_post_training_eval_identical(run_dir, 20, tmp_path / "post")
+
+
+def test_tiny_qwen3_training_callback_and_post_training_eval(tmp_path):
+    """The same chain on tiny_qwen3 (Qwen3's tokenizer, template, architecture): LoRA SFT, the callback
+    exports step 4 and evaluates it in its own evaluator process, ifdistill-eval on that export gives
+    identical samples. One evaluation, with the transformers backend: two vLLM-CPU starts would add
+    ~1-2 min, and what is model-specific in vLLM (Qwen3 base, PEFT adapter, merged weights) is covered by
+    tests/integration/evaluator/test_backends_agree.py, the callback's vLLM path by the tiny run above."""
+    run = train_cli(tmp_path / "train", "model=tiny_qwen3", "peft=lora", "peft.r=4", "trainer.max_steps=4",
+                    "run.eval_every_n_steps=4", "run.checkpoint_every_n_steps=4",
+                    "callbacks.checkpoint_eval.every_n_steps=4", "logger=csv", "data.max_length=512",
+                    "+data.sources.0.max_examples=96", "eval.backend=hf", "eval.runtime.num_threads=1")
+    samples = assert_post_training_eval_identical(run, 4, tmp_path / "post")
+    assert all(s["rendered_prompt"].endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n") for s in samples)
+    export = json.loads((run / "exports" / "step_000004" / "export.json").read_text())
+    assert "adapter" in export["kinds"]
 
 
 def test_wandb_has_ifeval_metrics_at_checkpoint_steps(run_dir):

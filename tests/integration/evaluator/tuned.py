@@ -124,6 +124,48 @@ def _build_models(out: Path, base_dir: Path) -> None:
     shutil.copy(base_dir / "generation_config.json", out / "merged" / "generation_config.json")
 
 
+RANDOM_LORA = {"version": 1, "lora_r": 8, "lora_b_std": 0.05, "seed": 0}
+
+
+def _build_random_lora(out: Path, base_dir: Path) -> None:
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(RANDOM_LORA["seed"])
+    model = AutoModelForCausalLM.from_pretrained(base_dir)
+    lora = get_peft_model(model, LoraConfig(r=RANDOM_LORA["lora_r"], lora_alpha=2 * RANDOM_LORA["lora_r"],
+                                            lora_dropout=0.0, target_modules=["q_proj", "k_proj", "v_proj", "o_proj",
+                                                                              "gate_proj", "up_proj", "down_proj"]))
+    with torch.no_grad():  # lora_B starts at zero: give the adapter an effect
+        for name, p in lora.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, RANDOM_LORA["lora_b_std"])
+    lora.save_pretrained(out / "adapter", safe_serialization=True)
+    merged = lora.merge_and_unload()
+    merged.save_pretrained(out / "merged", safe_serialization=True)
+    for name in os.listdir(base_dir):  # tokenizer files, chat template, generation_config.json
+        if name.endswith((".json", ".jinja")) and name not in ("config.json", "model.safetensors.index.json"):
+            shutil.copy(base_dir / name, out / "merged" / name)
+    (out / "words.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _eval_rows()))
+    (out / "recipe.json").write_text(json.dumps(RANDOM_LORA, indent=2) + "\n")
+
+
+def random_lora_models(base_dir: str | os.PathLike) -> dict[str, Path]:
+    """``{"ft", "adapter", "merged", "words"}`` for a base whose random-init greedy output is already
+    prompt-dependent (the real-vocabulary tiny_qwen3 gives 19-20 distinct responses over 20 prompts,
+    unlike the degenerate tiny model), so no fine-tuning is needed: ``ft`` is the base itself, the
+    adapter has random ``lora_B`` (an active adapter without training) and ``merged`` merges it.
+    Built in seconds, once, like :func:`tuned_models`."""
+    from ifdistill.paths import build_once, cache_dir
+
+    base_dir = Path(base_dir)
+    key = hashlib.sha256(json.dumps({**RANDOM_LORA, "base": base_dir.name}, sort_keys=True).encode()).hexdigest()[:12]
+    final = cache_dir() / "test-models" / f"random-lora-{key}"
+    build_once(final, "recipe.json", lambda tmp: _build_random_lora(tmp, base_dir))
+    return {"ft": base_dir, "adapter": final / "adapter", "merged": final / "merged", "words": final / "words.jsonl"}
+
+
 def tuned_models(base_dir: str | os.PathLike) -> dict[str, Path]:
     """``{"ft", "adapter", "merged", "words"}`` paths, built on first use (see the module docstring)."""
     from ifdistill.paths import build_once, cache_dir

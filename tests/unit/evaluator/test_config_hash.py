@@ -42,7 +42,7 @@ def base_hash(tmp_path_factory):
 
 def _changed(name: str, default):
     """A different, valid value for a setting of the given default."""
-    special = {"chat_template": repr(OTHER_TEMPLATE), "enable_thinking": "false", "system_prompt": "'Be brief.'",
+    special = {"chat_template": repr(OTHER_TEMPLATE), "enable_thinking": "false", "strip_thinking": "true", "system_prompt": "'Be brief.'",
                "temperature": "0.7", "top_p": "0.9", "stop": "['###']", "stop_token_ids": "[5]",
                "cpu_threads_bind": "nobind", "hf_device": "cpu", "cuda_visible_devices": "'0'",
                "gpu_memory_utilization": "0.5", "enforce_eager": "false"}
