@@ -78,12 +78,16 @@ class DataConfig:
     @classmethod
     def resolve(cls, data: Mapping[str, Any], *, method: Mapping[str, Any] | None = None,
                 model: Mapping[str, Any] | None = None) -> DataConfig:
-        """The data section as training uses it: ``model.enable_thinking`` (when set) overrides the data's,
-        and a method that names ``k`` (ICL distillation) brings its :class:`IclSettings`, whose examples are
+        """The data section as training uses it: ``model.enable_thinking`` is the thinking flag (the one the
+        evaluator renders prompts with; a ``data.enable_thinking`` that disagrees is refused), and a method that names ``k`` (ICL distillation) brings its :class:`IclSettings`, whose examples are
         supervised on the final answer only (``train_on=last_assistant``: that is what teacher and student
         are compared on)."""
         cfg = data if isinstance(data, DataConfig) else cls.from_mapping(data)
         thinking = (model or {}).get("enable_thinking")
+        if model is not None and bool(cfg.enable_thinking) != bool(thinking):  # null renders as false
+            raise ValueError(f"data.enable_thinking={cfg.enable_thinking} but model.enable_thinking={thinking}: "
+                             "the evaluator renders prompts with the model's value, so training would learn "
+                             "answers after a prompt it never sees at evaluation; set model.enable_thinking")
         if thinking is not None:
             cfg = dataclasses.replace(cfg, enable_thinking=thinking)
         if method is not None and "k" in method:

@@ -53,6 +53,7 @@ where it ends (tested on every IFEval prompt and the synthetic data).
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -87,6 +88,19 @@ class Rendered:
     @property
     def num_supervised(self) -> int:
         return sum(e - s for s, e in self.spans)
+
+
+def template_text(value: str) -> str:
+    """A chat template given as text or as a path to a ``.jinja`` file (``model.chat_template``,
+    ``eval.generation.chat_template``): training and evaluation read it with this one rule. A Jinja
+    template always contains ``{{`` or ``{%``; any other value is a path to one."""
+    if "{{" in value or "{%" in value:
+        return value
+    path = os.path.expanduser(value)
+    if not os.path.isfile(path):
+        raise RenderError(f"chat template {value!r} is neither a Jinja template nor an existing file")
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
 
 
 def _template(tokenizer) -> str:

@@ -29,7 +29,7 @@ from typing import Any
 
 from ifdistill.data.icl import DemoSelector, with_demos
 from ifdistill.data.records import Example
-from ifdistill.data.render import RenderError, render_prompt
+from ifdistill.data.render import RenderError, render_prompt, template_text
 from ifdistill.evaluator.dataset import row_key
 from ifdistill.evaluator.errors import ChatTemplateError, EvaluatorError, PromptTooLongError
 from ifdistill.evaluator.settings import FewShotSettings, GenerationSettings
@@ -46,23 +46,16 @@ class Prompt:
     token_ids: tuple[int, ...]
 
 
-def _template_text(value: str) -> str:
-    """A Jinja template always contains ``{{`` or ``{%``; any other value is a path to one."""
-    if "{{" in value or "{%" in value:
-        return value
-    p = Path(value).expanduser()
-    if not p.is_file():
-        raise ChatTemplateError(f"chat template {value!r} is neither a Jinja template nor an existing file")
-    return p.read_text()
-
-
 def load_tokenizer(tokenizer_dir: str, chat_template: str | None):
     """The tokenizer with its effective chat template set; returns ``(tokenizer, template)``."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     if chat_template:
-        tokenizer.chat_template = _template_text(chat_template)
+        try:
+            tokenizer.chat_template = template_text(chat_template)
+        except RenderError as err:
+            raise ChatTemplateError(str(err)) from None
     template = tokenizer.chat_template
     if isinstance(template, Mapping):
         template = template.get("default")

@@ -35,6 +35,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ifdistill.data.build import DataConfig
 from ifdistill.data.icl import identity_teacher_view
+from ifdistill.data.render import template_text
 from ifdistill.models import resolve_model_path
 
 PAD_INDEX = -1
@@ -194,8 +195,8 @@ class TrainDataModule(pl.LightningDataModule):
 
         self.tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(self.model_cfg["name_or_path"]),
                                                        revision=self.model_cfg.get("revision"))
-        if self.model_cfg.get("chat_template"):
-            self.tokenizer.chat_template = self.model_cfg["chat_template"]
+        if self.model_cfg.get("chat_template"):  # text or a .jinja path, read as the evaluator reads it
+            self.tokenizer.chat_template = template_text(self.model_cfg["chat_template"])
         rank0 = self.trainer is None or self.trainer.is_global_zero
         self.built = build_train_dataset(self.data_cfg, self.tokenizer,
                                          manifest_path=self.manifest_path if rank0 else None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
@@ -132,12 +133,23 @@ def test_mixed_batch_teacher_equals_per_example_views():
     assert torch.allclose(a, b, atol=1e-4), (a - b).abs().max()
 
 
-def test_data_enable_thinking_reaches_the_shared_collator():
-    """Issue 13.2: data.enable_thinking was ignored by the shared collator when model.enable_thinking is null."""
+def test_the_thinking_flag_is_resolved_once_for_students_teachers_and_the_evaluator():
+    """Issue 13.2: data.enable_thinking was ignored by the shared collator when model.enable_thinking is null,
+    so teacher and student read differently formatted prompts. The flag is now resolved once: the model's
+    (the evaluator's) value, with a data value that disagrees refused before anything is built."""
+    from ifdistill.data.build import DataConfig
     from tests.unit.data.conftest import QWEN3_LIKE
 
-    dm = shared_datamodule(synthetic_data(24, enable_thinking=True), chat_template=QWEN3_LIKE, enable_thinking=None)
+    data = synthetic_data(24, enable_thinking=True)
+    with pytest.raises(ValueError, match="enable_thinking"):
+        DataConfig.resolve(data, method={"k": 2, "demos": "shared"}, model={**TINY, "enable_thinking": None})
+    dm = shared_datamodule(data, chat_template=QWEN3_LIKE, enable_thinking=True)
     collate = dm.shared_demo_collator()
-    batch = collate([dm.built.train[i] for i in range(4)])
+    items = [dm.built.train[i] for i in range(4)]
+    batch = collate(items)
     assert "teacher_prefix_ids" in batch and collate.fallback_batches == 0
     assert collate.icl.enable_thinking is True
+    # the student positions are where the items' loss masks are: students were rendered with the same flag
+    for b, it in enumerate(items):
+        valid = batch["completion_valid"][b]
+        assert batch["student_positions"][b][valid].tolist() == np.nonzero(it["loss_mask"])[0].tolist()

@@ -45,7 +45,9 @@ def random_config(rng: random.Random) -> tuple[dict, dict, int]:
                           icl_on_replay=rng.random() < 0.5, enable_thinking=rng.choice([None, False, True]))
     if ratio:
         data.update(ratio=ratio, replay=[{"name": "chat", "synthetic": "chat", "max_examples": 40}])
-    model = {**TINY, "chat_template": QWEN3_LIKE, "enable_thinking": rng.choice([None, False, True])}
+    # Data and model flags agree up to null == false (a disagreement is refused: see test_shared_demos).
+    model_flag = {None: rng.choice([None, False]), False: rng.choice([None, False]), True: True}[data["enable_thinking"]]
+    model = {**TINY, "chat_template": QWEN3_LIKE, "enable_thinking": model_flag}
     return data, model, rng.randrange(5)
 
 
