@@ -3,8 +3,10 @@
 Kept apart from ``@hydra.main`` (``ifdistill/train/cli.py``) so that tests and scripts call it with a
 composed config. Order matters:
 
-1. validate the plain-data sections, so a typo fails before any model is loaded;
-2. derive the run directory from the config hash and look for a checkpoint to resume from
+1. check everything that shows without a model (:mod:`ifdistill.train.preflight`), so a typo fails in
+   seconds and leaves no run directory behind;
+2. derive the run directory from the config hash, take its lock (:class:`~ifdistill.train.rundir.RunLock`:
+   a second launch on a live run is refused, naming the holder), and look for a checkpoint to resume from
    (``run.resume``: ``auto`` resumes when one exists, ``never`` refuses an existing run, ``required``
    fails without one) -- re-running a crashed command therefore continues it;
 3. build the datamodule, the module (``method`` group, ``_target_`` = the module class), callbacks
@@ -13,7 +15,9 @@ composed config. Order matters:
 4. ``trainer.fit(..., ckpt_path=<checkpoint>)``; on a requeue signal (SLURM time limit, preemption) the
    step is checkpointed and the job requeued (:mod:`ifdistill.train.preemption`).
 
-Translations made here, so the configs can stay declarative: ``trainer.precision: auto`` becomes
+Translations made here, so the configs can stay declarative: ``trainer.enable_progress_bar: auto`` is a
+bar on a terminal and plain progress lines otherwise (:mod:`ifdistill.train.progress`);
+``trainer.precision: auto`` becomes
 ``bf16-mixed`` on GPUs and ``32-true`` on CPU (where the model is also loaded in float32);
 ``run.eval_every_n_steps`` becomes Lightning's ``val_check_interval`` in micro-batches; the distributed
 sampler is always off (ifdistill's sampler shards, see :mod:`ifdistill.train.datamodule`).
@@ -27,10 +31,9 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from ifdistill.config import validate
 from ifdistill.models import resolve_model_path
 from ifdistill.train import schemas  # noqa: F401  (registers the schemas validate() checks)
-from ifdistill.train.rundir import RunDir, config_hash, hashed_config, run_id
+from ifdistill.train.rundir import RunDir, RunLock, config_hash, hashed_config, run_id
 
 log = logging.getLogger(__name__)
 
@@ -82,9 +85,13 @@ def _callbacks(cfg: DictConfig, rd: RunDir) -> list:
     from ifdistill.train.checkpointing import StepCheckpoint
     from ifdistill.train.preemption import RequeueOnSignal
 
+    from ifdistill.train.progress import ProgressLog, want_progress_bar
+
     checkpoint = StepCheckpoint(rd.checkpoints, every_n_steps=cfg.run.checkpoint_every_n_steps,
                                 keep_last=cfg.run.keep_last_checkpoints)
     callbacks = [checkpoint, RequeueOnSignal(checkpoint)]
+    if not want_progress_bar(cfg.trainer.get("enable_progress_bar", "auto")):  # a log: plain lines instead
+        callbacks.append(ProgressLog(int(cfg.trainer.get("log_every_n_steps", 10))))
     for name, node in (cfg.get("callbacks") or {}).items():
         if OmegaConf.is_dict(node) and node.get("_target_"):
             log.info("callback %s: %s", name, node._target_)
@@ -113,30 +120,47 @@ def build_datamodule(cfg: DictConfig, rd: Optional[RunDir] = None):
                            **_container(cfg.datamodule))
 
 
-def train(cfg: DictConfig) -> dict[str, Any]:
-    """Train as configured; returns run id, hash, run dir, final step and the last logged metrics."""
+def train(cfg: DictConfig, *, checked: bool = False) -> dict[str, Any]:
+    """Train as configured; returns run id, hash, run dir, final step and the last logged metrics.
+
+    ``checked``: :func:`~ifdistill.train.preflight.preflight` already passed (the CLI runs it first)."""
+    from ifdistill.train.preflight import preflight
+    from ifdistill.train.progress import single_log_output
+
+    if not checked:
+        preflight(cfg)  # every plain-data mistake, before any model, Trainer or run directory exists
+    single_log_output()
+    rd, rid, digest = resolve_run_dir(cfg)
+    lock = RunLock(rd.lock_file) if _global_rank() == 0 else None  # other ranks run under rank 0's lock
+    if lock is not None:
+        lock.acquire()
+    try:
+        return _train_locked(cfg, rd, rid, digest, lock)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _train_locked(cfg: DictConfig, rd: RunDir, rid: str, digest: str, lock: Optional[RunLock]) -> dict[str, Any]:
     import lightning.pytorch as pl
     from hydra.utils import instantiate
 
     from ifdistill.train.checkpointing import find_resume_checkpoint
     from ifdistill.train.preemption import RequeueOnSignal, TrainingPreempted
+    from ifdistill.train.progress import want_progress_bar
 
-    validate(cfg)
-    from ifdistill.data.build import DataConfig
-
-    DataConfig.from_mapping(_container(cfg.data))  # unknown data keys fail now, not after the model loads
-    rd, rid, digest = resolve_run_dir(cfg)
     resume = str(cfg.run.resume)
-    if resume not in ("auto", "never", "required"):
-        raise ValueError(f"run.resume must be auto, never or required, got {resume!r}")
-    ckpt = find_resume_checkpoint(rd.checkpoints)
+    # the lock holder sets incomplete or unreadable checkpoints aside before choosing one
+    ckpt = find_resume_checkpoint(rd.checkpoints, set_aside=lock is not None)
     if resume == "never" and (ckpt is not None or rd.run_json.exists()):
         raise FileExistsError(f"run {rid} already exists at {rd.root} and run.resume=never")
     if resume == "required" and ckpt is None:
         raise FileNotFoundError(f"run.resume=required but {rd.checkpoints} holds no complete checkpoint")
-    if _global_rank() == 0:
+    if lock is not None:
         rd.write_launch(cfg, run_id=rid, digest=digest, ignore=cfg.run.hash_ignore,
-                        resumed_from=str(ckpt) if ckpt else None)
+                        resumed_from=str(ckpt) if ckpt else None, took_over_lock=lock.took_over)
+        if lock.took_over:
+            log.warning("run %s: took over the lock of a launch that is gone (%s)", rid, lock.took_over)
         log.info("run %s in %s%s", rid, rd.root, f", resuming from {ckpt.name}" if ckpt else "")
     pl.seed_everything(int(cfg.seed), workers=True, verbose=False)
 
@@ -152,6 +176,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         lg.log_hyperparams({"run_id": rid, "config_hash": digest, **hashed_config(cfg, cfg.run.hash_ignore)})
     overrides: dict[str, Any] = dict(callbacks=_callbacks(cfg, rd), logger=loggers or False,
                                      default_root_dir=str(rd.root), use_distributed_sampler=False)
+    overrides["enable_progress_bar"] = want_progress_bar(cfg.trainer.get("enable_progress_bar", "auto"))
     if str(cfg.trainer.get("precision", "auto")) == "auto":
         overrides["precision"] = "bf16-mixed" if gpu else "32-true"
     if dm.val_names:
