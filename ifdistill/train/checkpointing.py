@@ -138,10 +138,13 @@ def write_error(path: Path, err: OSError) -> CheckpointWriteError:
     """One line for a failed checkpoint write; a full disk says how much space is left there."""
     if err.errno in (errno.ENOSPC, errno.EDQUOT):
         free = shutil.disk_usage(path.parent).free
-        return CheckpointWriteError(err.errno, f"no space left to write checkpoint {path} "
-                                    f"({free / 2**20:.1f} MiB free on that filesystem); free space and re-run "
-                                    "the same command to resume from the last complete checkpoint")
-    return CheckpointWriteError(err.errno, f"could not write checkpoint {path}: {err.strerror or err}")
+        text = (f"no space left to write checkpoint {path} ({free / 2**20:.1f} MiB free on that filesystem); "
+                "free space and re-run the same command to resume from the last complete checkpoint")
+    else:
+        text = f"could not write checkpoint {path}: {err.strerror or err}"
+    out = CheckpointWriteError(text)  # one argument: str() is the line itself, without "[Errno 28]"
+    out.errno = err.errno
+    return out
 
 
 class StepCheckpoint(ModelCheckpoint):
@@ -171,7 +174,7 @@ class StepCheckpoint(ModelCheckpoint):
                 failure = self._write_file(trainer, checkpoint, target)
             # every rank learns of a failed write (otherwise the others would wait in the next collective)
             if not trainer.strategy.reduce_boolean_decision(failure is None, all=True):
-                raise failure or CheckpointWriteError(errno.EIO, f"rank 0 could not write checkpoint {target}")
+                raise failure or CheckpointWriteError(f"rank 0 could not write checkpoint {target}")
             self._last_global_step_saved = trainer.global_step
             self._last_checkpoint_saved = filepath
             if trainer.is_global_zero:
