@@ -31,10 +31,12 @@ CONFIG_DIR = str(Path(ifdistill.conf.__file__).resolve().parent)
 def user_errors() -> tuple[type[BaseException], ...]:
     """Errors that are the user's to fix and say so in their message: printed as one line, no traceback."""
     from ifdistill.config import ConfigError
+    from ifdistill.data.records import DataError
     from ifdistill.models import ModelUnavailableError
     from ifdistill.train.rundir import RunLockedError
 
-    errors: list[type[BaseException]] = [ConfigError, ModelUnavailableError, RunLockedError]
+    # DataError: a bad row past the rows preflight samples (it names file, line and field)
+    errors: list[type[BaseException]] = [ConfigError, DataError, ModelUnavailableError, RunLockedError]
     checkpointing = sys.modules.get("ifdistill.train.checkpointing")  # loaded if it raised (importing it
     if checkpointing is not None:                                      # here would load Lightning: seconds)
         errors.append(checkpointing.CheckpointWriteError)

@@ -198,7 +198,8 @@ class RunLock:
         return self
 
     def release(self) -> None:
-        """Empty the file (a clean end: nothing to take over) and drop the lock."""
+        """Empty the file (a clean end: nothing to take over) and drop the lock. The file stays: unlinking
+        it would let a process that opened it before the unlink and one that creates it anew both lock."""
         if self._fd is None:
             return
         try:
