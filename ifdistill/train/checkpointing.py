@@ -9,7 +9,9 @@ Three on-disk forms exist, depending on the strategy:
 
 A file checkpoint is written to ``.step=000200.ckpt.tmp``, fsynced and renamed into place, so a name
 ``step=*.ckpt`` only ever holds a whole checkpoint and a re-written step replaces the old file in one
-step (never a ``-v1`` copy). A folder checkpoint keeps its strategy's own completeness marker.
+step (never a ``-v1`` copy). A folder checkpoint keeps its strategy's own completeness marker, and
+is also incomplete while ``.step=000200.ckpt.writing`` lies beside it (rank 0 creates it before the
+collective save and removes it after the barrier that ends it).
 
 :func:`find_resume_checkpoint` picks the newest *complete* one; with ``set_aside=True`` (the launching
 rank, before resuming) every newer checkpoint that is incomplete or unreadable -- a disk that filled
@@ -44,6 +46,14 @@ STEP_RE = re.compile(r"step=(\d+)\.ckpt")
 FILENAME = "step={step:06d}"
 SET_ASIDE = "set_aside"  # checkpoints/set_aside/: incomplete or unreadable checkpoints, kept for inspection
 TMP_SUFFIX = ".tmp"
+WRITING_SUFFIX = ".writing"  # .step=000200.ckpt.writing beside a folder checkpoint until every rank wrote
+
+
+def writing_marker(path: str | Path) -> Path:
+    """The file that says a folder checkpoint is still being written (DeepSpeed writes ``latest`` on
+    rank 0 before the other ranks' shards are on disk, so ``latest`` alone does not prove completeness)."""
+    path = Path(path)
+    return path.with_name(f".{path.name}{WRITING_SUFFIX}")
 
 
 class CheckpointWriteError(OSError):
@@ -69,6 +79,8 @@ def is_complete(path: str | Path, verify: bool = False) -> bool:
     """Whether a checkpoint was written to the end (see the module docstring for the three forms);
     ``verify`` reads a file checkpoint whole and checks its CRCs (a corrupted middle, not only a cut end)."""
     path = Path(path)
+    if writing_marker(path).exists():
+        return False
     if path.is_file():
         return _zip_ok(path, verify)
     if not path.is_dir():
@@ -100,6 +112,11 @@ def find_resume_checkpoint(ckpt_dir: str | Path, set_aside: bool = False) -> Opt
         for tmp in ckpt_dir.glob(f".step=*{TMP_SUFFIX}"):
             log.warning("removing %s: a checkpoint write that never finished", tmp)
             shutil.rmtree(tmp) if tmp.is_dir() else tmp.unlink()
+        for marker in ckpt_dir.glob(f".step=*{WRITING_SUFFIX}"):
+            target = marker.with_name(marker.name[1:-len(WRITING_SUFFIX)])
+            if target.exists():
+                set_checkpoint_aside(target)
+            marker.unlink()
     for _, path in _checkpoints(ckpt_dir):
         if is_complete(path, verify=True):
             return path
@@ -165,8 +182,13 @@ class StepCheckpoint(ModelCheckpoint):
 
     def _save_checkpoint(self, trainer, filepath: str) -> None:
         target = Path(filepath)
-        if not _writes_one_file(trainer.strategy):
-            super()._save_checkpoint(trainer, filepath)
+        if not _writes_one_file(trainer.strategy):  # a folder of shards, written by every rank
+            if trainer.is_global_zero:
+                writing_marker(target).touch()
+            super()._save_checkpoint(trainer, filepath)  # ends with a barrier: every rank's shards are written
+            if trainer.is_global_zero:
+                writing_marker(target).unlink(missing_ok=True)
+                _fsync_dir(target.parent)
         else:
             checkpoint = trainer._checkpoint_connector.dump_checkpoint(self.save_weights_only)
             failure: Optional[CheckpointWriteError] = None

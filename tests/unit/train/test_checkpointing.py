@@ -95,3 +95,19 @@ def test_a_full_disk_is_one_line_with_the_path_and_the_free_space(tmp_path):
     # the free space printed is the filesystem's (to 0.1 MiB; another process may write meanwhile)
     printed = float(text.split("(")[1].split(" MiB")[0])
     assert abs(printed - free_mib) < max(1.0, 0.01 * free_mib)
+
+
+def test_a_folder_checkpoint_is_incomplete_while_its_writing_marker_lies_beside_it(tmp_path):
+    """DeepSpeed writes `latest` on rank 0 while another rank may still write its shard: the marker rank 0
+    removes after the save's closing barrier decides; on resume a marked folder is set aside."""
+    from ifdistill.train.checkpointing import SET_ASIDE, writing_marker
+
+    for step in (2, 4):
+        ds = tmp_path / f"step={step:06d}.ckpt"
+        (ds / "checkpoint").mkdir(parents=True)
+        torch.save({"x": step}, ds / "checkpoint" / "zero_pp_rank_0_mp_rank_00_model_states.pt")
+        (ds / "latest").write_text("checkpoint")
+    writing_marker(tmp_path / "step=000004.ckpt").touch()  # rank 1's optimizer shard still being written
+    assert is_complete(tmp_path / "step=000002.ckpt") and not is_complete(tmp_path / "step=000004.ckpt")
+    assert find_resume_checkpoint(tmp_path, set_aside=True) == tmp_path / "step=000002.ckpt"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [SET_ASIDE, "step=000002.ckpt"]
