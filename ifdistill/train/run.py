@@ -64,6 +64,17 @@ def resolve_run_dir(cfg: DictConfig) -> tuple[RunDir, str, str]:
     return RunDir(Path(root).absolute()), rid, digest
 
 
+def refuse_if_running(cfg: DictConfig) -> None:
+    """Refuse at once when a live launch holds this config's run directory (before the slower checks)."""
+    if _global_rank() != 0:
+        return
+    try:
+        rd = resolve_run_dir(cfg)[0]
+    except Exception:  # noqa: BLE001 - a config that cannot resolve: preflight names the problem
+        return
+    RunLock(rd.lock_file).check()
+
+
 def build_loggers(cfg: DictConfig, rd: RunDir, rid: str) -> list:
     """The `logger` group for run `rid` (W&B resumes the run of that id); also used by back-fill."""
     from hydra.utils import instantiate
@@ -128,6 +139,7 @@ def train(cfg: DictConfig, *, checked: bool = False) -> dict[str, Any]:
     from ifdistill.train.progress import single_log_output
 
     if not checked:
+        refuse_if_running(cfg)
         preflight(cfg)  # every plain-data mistake, before any model, Trainer or run directory exists
     single_log_output()
     rd, rid, digest = resolve_run_dir(cfg)

@@ -197,6 +197,21 @@ class RunLock:
         self._fd = fd
         return self
 
+    def check(self) -> None:
+        """Raise :class:`RunLockedError` now if a live process holds the lock; takes nothing, creates
+        nothing (a launch calls it before its slower start-up checks, so a duplicate is refused at once)."""
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as err:
+            if err.errno in (errno.EAGAIN, errno.EACCES):
+                raise RunLockedError(self._refusal(self.holder())) from None
+        finally:
+            os.close(fd)
+
     def release(self) -> None:
         """Empty the file (a clean end: nothing to take over) and drop the lock. The file stays: unlinking
         it would let a process that opened it before the unlink and one that creates it anew both lock."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from omegaconf import OmegaConf
@@ -129,3 +130,18 @@ def test_without_flock_a_holder_is_judged_by_its_pid_and_a_requeued_slurm_job_ta
     monkeypatch.setenv("SLURM_JOB_ID", "123")
     assert RunLock._holder_gone({"host": "elsewhere", "pid": 7, "slurm_job_id": "123"})  # requeued job
     assert not RunLock._holder_gone({"host": "elsewhere", "pid": 7, "slurm_job_id": "124"})
+
+
+def test_check_refuses_a_live_holder_without_taking_or_creating_anything(tmp_path):
+    from ifdistill.train.rundir import RunLock, RunLockedError
+
+    RunLock(tmp_path / "absent" / "run.lock").check()
+    assert not (tmp_path / "absent").exists()
+    held = RunLock(tmp_path / "run.lock").acquire()
+    try:
+        with pytest.raises(RunLockedError, match=f"in use by pid {os.getpid()}"):
+            RunLock(tmp_path / "run.lock").check()
+    finally:
+        held.release()
+    RunLock(tmp_path / "run.lock").check()  # released: no refusal
+    RunLock(tmp_path / "run.lock").acquire().release()
