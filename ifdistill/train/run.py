@@ -26,6 +26,7 @@ sampler is always off (ifdistill's sampler shards, see :mod:`ifdistill.train.dat
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any, Optional
 
@@ -43,9 +44,12 @@ def _container(node: Any) -> Any:
 
 
 def _global_rank() -> int:
-    from lightning.fabric.utilities.rank_zero import _get_rank
-
-    return int(_get_rank() or 0)
+    """Lightning's rank rule (``lightning.fabric.utilities.rank_zero._get_rank``), read from the
+    environment without importing Lightning, which takes seconds (a duplicate launch is refused first)."""
+    for key in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"):
+        if os.environ.get(key) is not None:
+            return int(os.environ[key])
+    return 0
 
 
 def _on_gpu(trainer_cfg: DictConfig) -> bool:
