@@ -25,6 +25,7 @@ gathered with DeepSpeed's ``zero_to_fp32``, FSDP2's with ``dcp_to_torch_save``).
 from __future__ import annotations
 
 import errno
+import io
 import logging
 import os
 import re
@@ -210,15 +211,20 @@ class StepCheckpoint(ModelCheckpoint):
     def _write_file(trainer, checkpoint: dict, target: Path) -> Optional[CheckpointWriteError]:
         """temp file -> fsync -> rename over ``target``; a failure removes the temp file."""
         tmp = target.with_name(f".{target.name}{TMP_SUFFIX}")
-        io = trainer.strategy.checkpoint_io
+        plugin = trainer.strategy.checkpoint_io
         try:
-            if type(io) is TorchCheckpointIO:  # straight into the target folder (Lightning stages it in /tmp)
+            if type(plugin) is TorchCheckpointIO:  # into the target folder (Lightning stages it in /tmp)
+                # Serialised in memory first (as Lightning does): torch.save streaming into a file reports
+                # a full disk as a RuntimeError from its zip writer, a plain write as OSError(ENOSPC).
+                buffer = io.BytesIO()
+                torch.save(checkpoint, buffer)
                 with open(tmp, "wb") as f:
-                    torch.save(checkpoint, f)
+                    f.write(buffer.getbuffer())
                     f.flush()
                     os.fsync(f.fileno())
+                del buffer
             else:  # a custom CheckpointIO plugin writes it
-                io.save_checkpoint(checkpoint, tmp)
+                plugin.save_checkpoint(checkpoint, tmp)
                 with open(tmp, "rb+") as f:
                     os.fsync(f.fileno())
             os.replace(tmp, target)
@@ -228,6 +234,9 @@ class StepCheckpoint(ModelCheckpoint):
             tmp.unlink(missing_ok=True)
             cause = err if err.errno is not None else (err.__cause__ or err.__context__ or err)
             return write_error(target, cause if isinstance(cause, OSError) else err)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # whatever failed, no partial file stays behind
+            raise
 
     def prune(self) -> list[Path]:
         """Delete complete checkpoints beyond the newest ``keep_last`` (incomplete ones are not counted)."""
