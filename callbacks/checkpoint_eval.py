@@ -35,7 +35,7 @@ from lightning.pytorch import Callback
 
 from ifdistill.callbacks.eval_jobs import EvalEvent, EvalJob, EvalQueue
 from ifdistill.callbacks.export import export_checkpoint, finished_exports, step_dir_name
-from ifdistill.callbacks.eval_logging import log_evaluation
+from ifdistill.callbacks.eval_logging import evaluation_line, log_evaluation
 from ifdistill.results import run_metrics
 
 
@@ -165,6 +165,7 @@ class CheckpointEvalCallback(Callback):
                 run_metrics.record_checkpoint(self.run_dir, step, results, os.path.relpath(ev.job.out_dir, self.run_dir),
                                               "callback")
                 self._done_steps.add(step)
+                print(evaluation_line(step, results), flush=True)
                 try:  # a logger failing must not stop training; the result is safe in metrics.json
                     log_evaluation(trainer.loggers, step, results, ev.job.out_dir, self.log_samples)
                 except Exception as err:  # noqa: BLE001

@@ -40,6 +40,18 @@ def aggregates(results: dict) -> dict[str, float]:
     return out
 
 
+def evaluation_line(step: int, results: dict) -> str:
+    """One line for a finished checkpoint evaluation: the four aggregates, each ``value±stderr``."""
+    agg = aggregates(results)
+    parts = []
+    for name in AGGREGATES:
+        if name in agg:
+            se = agg.get(f"{name}_stderr")
+            label = name.removesuffix("_acc").replace("_level_", " ").replace("_", " ")
+            parts.append(f"{label} {agg[name]:.4f}" + (f"±{se:.4f}" if se is not None else ""))
+    return f"[checkpoint-eval] step {step}: " + (" | ".join(parts) or "no aggregate metrics in results.json")
+
+
 def flat_metrics(results: dict) -> dict[str, float]:
     """``<benchmark>/<aggregate>`` plus ``<benchmark>_type/<instruction id>/{strict,loose}`` accuracies."""
     bench = benchmark_of(results)

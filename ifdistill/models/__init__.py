@@ -2,14 +2,50 @@
 
 ``builtin:tiny`` (a ChatML Qwen2, :mod:`ifdistill.models.tiny`) and ``builtin:tiny_qwen3`` (Qwen3's
 real tokenizer and template on a small random-init Qwen3, :mod:`ifdistill.models.tiny_qwen3`) name
-the embedded models, built locally and cached; any other value is an HF directory or hub id and is
-passed through unchanged.
+the embedded models, built locally and cached; an existing directory is used as is; any other value
+is a Hugging Face hub id. A hub id is checked (its ``config.json``: the local cache, else the hub)
+before anything loads it, so a machine without network -- or ``HF_HUB_OFFLINE=1`` with the model not
+cached -- gets one line naming the model and the way out (a local copy via
+``model.name_or_path=/path``), not a connection error from deep inside transformers.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import Optional
+
 BUILTIN_PREFIX = "builtin:"
 BUILTINS = ("tiny", "tiny_qwen3")
+
+
+class ModelUnavailableError(OSError):
+    """The configured model can be found neither locally nor on the hub; the message says what to do."""
+
+
+def _looks_like_path(name_or_path: str) -> bool:
+    return name_or_path.startswith(("/", "./", "../", "~")) or os.sep + os.sep in name_or_path
+
+
+def check_model_available(name_or_path: str, revision: Optional[str] = None) -> None:
+    """Raise :class:`ModelUnavailableError` unless ``name_or_path`` can be loaded here (builtin models
+    are built on first use and always can)."""
+    if name_or_path.startswith(BUILTIN_PREFIX) or Path(name_or_path).expanduser().is_dir():
+        return
+    if _looks_like_path(name_or_path):
+        raise ModelUnavailableError(f"model path {name_or_path} does not exist (model.name_or_path)")
+    from huggingface_hub import hf_hub_download
+
+    try:
+        hf_hub_download(name_or_path, "config.json", revision=revision)
+    except Exception as err:  # noqa: BLE001 - offline, no network, unknown repo, gated: all end here
+        offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false", "False")
+        why = ("HF_HUB_OFFLINE is set and it is not in the local Hugging Face cache" if offline
+               else f"neither in the local Hugging Face cache nor reachable on the hub ({type(err).__name__})")
+        raise ModelUnavailableError(
+            f"model {name_or_path!r}{f' (revision {revision})' if revision else ''} cannot be loaded: {why}; "
+            f"download it where there is network (huggingface-cli download {name_or_path}) and copy the "
+            f"folder here, then point at it with model.name_or_path=/path/to/model") from None
 
 
 def resolve_model_path(name_or_path: str) -> str:

@@ -8,12 +8,16 @@ Examples::
     ifdistill-train -m experiment=ifeval_replay_sweep hydra/launcher=slurm   # 24 runs as a SLURM array
 
 Re-running the same command after a crash resumes the run from its newest complete checkpoint (the
-run directory is named by the config hash, see :mod:`ifdistill.train.rundir`).
+run directory is named by the config hash, see :mod:`ifdistill.train.rundir`). A mistake the user can
+fix -- a config value, a data file, a model that is not here, a run directory in use, a full disk -- is
+printed as one line and exits 2 (``HYDRA_FULL_ERROR=1`` shows the traceback).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import hydra
@@ -24,19 +28,47 @@ import ifdistill.conf
 CONFIG_DIR = str(Path(ifdistill.conf.__file__).resolve().parent)
 
 
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Errors that are the user's to fix and say so in their message: printed as one line, no traceback."""
+    from ifdistill.config import ConfigError
+    from ifdistill.data.records import DataError
+    from ifdistill.models import ModelUnavailableError
+    from ifdistill.train.rundir import RunLockedError
+
+    # DataError: a bad row past the rows preflight samples (it names file, line and field)
+    errors: list[type[BaseException]] = [ConfigError, DataError, ModelUnavailableError, RunLockedError]
+    checkpointing = sys.modules.get("ifdistill.train.checkpointing")  # loaded if it raised (importing it
+    if checkpointing is not None:                                      # here would load Lightning: seconds)
+        errors.append(checkpointing.CheckpointWriteError)
+    return tuple(errors)
+
+
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
 def main(cfg: DictConfig) -> None:
+    try:
+        _main(cfg)
+    except user_errors() as err:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        print(f"ifdistill-train: error: {' '.join(str(err).split())}", file=sys.stderr, flush=True)
+        sys.exit(2)
+
+
+def _main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     from ifdistill.sweeps import check_launch
-    from ifdistill.train.run import resolve_run_dir, train
+    from ifdistill.train.preflight import preflight
+    from ifdistill.train.run import refuse_if_running, resolve_run_dir, train
 
+    refuse_if_running(cfg)  # a duplicate launch is refused before the slower checks
+    preflight(cfg)  # before anything is written or loaded
     check_launch(cfg)
     # The Hydra job dir (a sweep's <n>_<overrides>/) points at the run it trains (ifdistill-status).
     job_dir = Path(HydraConfig.get().runtime.output_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
     (job_dir / "run_dir.txt").write_text(str(resolve_run_dir(cfg)[0].root) + "\n")
-    result = train(cfg)
+    result = train(cfg, checked=True)
     from lightning.fabric.utilities.rank_zero import _get_rank
 
     if int(_get_rank() or 0) == 0:

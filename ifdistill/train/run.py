@@ -3,8 +3,10 @@
 Kept apart from ``@hydra.main`` (``ifdistill/train/cli.py``) so that tests and scripts call it with a
 composed config. Order matters:
 
-1. validate the plain-data sections, so a typo fails before any model is loaded;
-2. derive the run directory from the config hash and look for a checkpoint to resume from
+1. check everything that shows without a model (:mod:`ifdistill.train.preflight`), so a typo fails in
+   seconds and leaves no run directory behind;
+2. derive the run directory from the config hash, take its lock (:class:`~ifdistill.train.rundir.RunLock`:
+   a second launch on a live run is refused, naming the holder), and look for a checkpoint to resume from
    (``run.resume``: ``auto`` resumes when one exists, ``never`` refuses an existing run, ``required``
    fails without one) -- re-running a crashed command therefore continues it;
 3. build the datamodule, the module (``method`` group, ``_target_`` = the module class), callbacks
@@ -13,7 +15,9 @@ composed config. Order matters:
 4. ``trainer.fit(..., ckpt_path=<checkpoint>)``; on a requeue signal (SLURM time limit, preemption) the
    step is checkpointed and the job requeued (:mod:`ifdistill.train.preemption`).
 
-Translations made here, so the configs can stay declarative: ``trainer.precision: auto`` becomes
+Translations made here, so the configs can stay declarative: ``trainer.enable_progress_bar: auto`` is a
+bar on a terminal and plain progress lines otherwise (:mod:`ifdistill.train.progress`);
+``trainer.precision: auto`` becomes
 ``bf16-mixed`` on GPUs and ``32-true`` on CPU (where the model is also loaded in float32);
 ``run.eval_every_n_steps`` becomes Lightning's ``val_check_interval`` in micro-batches; the distributed
 sampler is always off (ifdistill's sampler shards, see :mod:`ifdistill.train.datamodule`).
@@ -22,15 +26,15 @@ sampler is always off (ifdistill's sampler shards, see :mod:`ifdistill.train.dat
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from ifdistill.config import validate
 from ifdistill.models import resolve_model_path
 from ifdistill.train import schemas  # noqa: F401  (registers the schemas validate() checks)
-from ifdistill.train.rundir import RunDir, config_hash, hashed_config, run_id
+from ifdistill.train.rundir import RunDir, RunLock, config_hash, hashed_config, run_id
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +44,12 @@ def _container(node: Any) -> Any:
 
 
 def _global_rank() -> int:
-    from lightning.fabric.utilities.rank_zero import _get_rank
-
-    return int(_get_rank() or 0)
+    """Lightning's rank rule (``lightning.fabric.utilities.rank_zero._get_rank``), read from the
+    environment without importing Lightning, which takes seconds (a duplicate launch is refused first)."""
+    for key in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"):
+        if os.environ.get(key) is not None:
+            return int(os.environ[key])
+    return 0
 
 
 def _on_gpu(trainer_cfg: DictConfig) -> bool:
@@ -59,6 +66,17 @@ def resolve_run_dir(cfg: DictConfig) -> tuple[RunDir, str, str]:
     rid = run_id(str(cfg.run.name), digest)
     root = cfg.run.dir or Path(cfg.paths.output_root) / str(cfg.task_name) / "runs" / rid
     return RunDir(Path(root).absolute()), rid, digest
+
+
+def refuse_if_running(cfg: DictConfig) -> None:
+    """Refuse at once when a live launch holds this config's run directory (before the slower checks)."""
+    if _global_rank() != 0:
+        return
+    try:
+        rd = resolve_run_dir(cfg)[0]
+    except Exception:  # noqa: BLE001 - a config that cannot resolve: preflight names the problem
+        return
+    RunLock(rd.lock_file).check()
 
 
 def build_loggers(cfg: DictConfig, rd: RunDir, rid: str) -> list:
@@ -82,9 +100,13 @@ def _callbacks(cfg: DictConfig, rd: RunDir) -> list:
     from ifdistill.train.checkpointing import StepCheckpoint
     from ifdistill.train.preemption import RequeueOnSignal
 
+    from ifdistill.train.progress import ProgressLog, want_progress_bar
+
     checkpoint = StepCheckpoint(rd.checkpoints, every_n_steps=cfg.run.checkpoint_every_n_steps,
                                 keep_last=cfg.run.keep_last_checkpoints)
     callbacks = [checkpoint, RequeueOnSignal(checkpoint)]
+    if not want_progress_bar(cfg.trainer.get("enable_progress_bar", "auto")):  # a log: plain lines instead
+        callbacks.append(ProgressLog(int(cfg.trainer.get("log_every_n_steps", 10))))
     for name, node in (cfg.get("callbacks") or {}).items():
         if OmegaConf.is_dict(node) and node.get("_target_"):
             log.info("callback %s: %s", name, node._target_)
@@ -123,29 +145,50 @@ def build_datamodule(cfg: DictConfig, rd: Optional[RunDir] = None, data=None):
                            **_container(cfg.datamodule))
 
 
-def train(cfg: DictConfig) -> dict[str, Any]:
-    """Train as configured; returns run id, hash, run dir, final step and the last logged metrics."""
+def train(cfg: DictConfig, *, checked: bool = False) -> dict[str, Any]:
+    """Train as configured; returns run id, hash, run dir, final step and the last logged metrics.
+
+    ``checked``: :func:`~ifdistill.train.preflight.preflight` already passed (the CLI runs it first)."""
+    from ifdistill.train.preflight import preflight
+    from ifdistill.train.progress import single_log_output
+
+    if not checked:
+        refuse_if_running(cfg)
+        preflight(cfg)  # every plain-data mistake, before any model, Trainer or run directory exists
+    single_log_output()
+    rd, rid, digest = resolve_run_dir(cfg)
+    lock = RunLock(rd.lock_file) if _global_rank() == 0 else None  # other ranks run under rank 0's lock
+    if lock is not None:
+        lock.acquire()
+    try:
+        return _train_locked(cfg, rd, rid, digest, lock)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _train_locked(cfg: DictConfig, rd: RunDir, rid: str, digest: str, lock: Optional[RunLock]) -> dict[str, Any]:
     import lightning.pytorch as pl
     from hydra.utils import instantiate
 
     from ifdistill.train.checkpointing import find_resume_checkpoint
     from ifdistill.train.preemption import RequeueOnSignal, TrainingPreempted
+    from ifdistill.train.progress import want_progress_bar
     from ifdistill.wandb_view import swept_values
 
-    validate(cfg)
-    data = resolve_data(cfg)  # unknown data keys or ICL settings fail now, not after the model loads
-    rd, rid, digest = resolve_run_dir(cfg)
+    data = resolve_data(cfg)  # checked by preflight; resolved once for the datamodule
     resume = str(cfg.run.resume)
-    if resume not in ("auto", "never", "required"):
-        raise ValueError(f"run.resume must be auto, never or required, got {resume!r}")
-    ckpt = find_resume_checkpoint(rd.checkpoints)
+    # the lock holder sets incomplete or unreadable checkpoints aside before choosing one
+    ckpt = find_resume_checkpoint(rd.checkpoints, set_aside=lock is not None)
     if resume == "never" and (ckpt is not None or rd.run_json.exists()):
         raise FileExistsError(f"run {rid} already exists at {rd.root} and run.resume=never")
     if resume == "required" and ckpt is None:
         raise FileNotFoundError(f"run.resume=required but {rd.checkpoints} holds no complete checkpoint")
-    if _global_rank() == 0:
+    if lock is not None:
         rd.write_launch(cfg, run_id=rid, digest=digest, ignore=cfg.run.hash_ignore,
-                        resumed_from=str(ckpt) if ckpt else None)
+                        resumed_from=str(ckpt) if ckpt else None, took_over_lock=lock.took_over)
+        if lock.took_over:
+            log.warning("run %s: took over the lock of a launch that is gone (%s)", rid, lock.took_over)
         log.info("run %s in %s%s", rid, rd.root, f", resuming from {ckpt.name}" if ckpt else "")
     pl.seed_everything(int(cfg.seed), workers=True, verbose=False)
 
@@ -162,6 +205,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                             **swept_values(cfg)})  # sweep/<key>: what ifdistill.wandb_view groups by
     overrides: dict[str, Any] = dict(callbacks=_callbacks(cfg, rd), logger=loggers or False,
                                      default_root_dir=str(rd.root), use_distributed_sampler=False)
+    overrides["enable_progress_bar"] = want_progress_bar(cfg.trainer.get("enable_progress_bar", "auto"))
     if str(cfg.trainer.get("precision", "auto")) == "auto":
         overrides["precision"] = "bf16-mixed" if gpu else "32-true"
     if dm.val_names:

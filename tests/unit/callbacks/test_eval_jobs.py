@@ -104,3 +104,63 @@ def test_back_pressure_policies_never_lose_a_checkpoint_silently(tmp_path, polic
         events += q.submit(_job(tmp_path, step, "slow", FAKE_SLEEP="0.5"))
     events += q.drain(30)
     assert sorted(_kinds(events), key=lambda e: (e[0] != "skipped", e[1])) == expected
+
+
+TRAINER = r"""
+import sys, time
+from pathlib import Path
+from ifdistill.callbacks.eval_jobs import EvalJob, EvalQueue
+d = Path(sys.argv[1])
+evaluator = ("import os, subprocess, sys, time; d = sys.argv[1]; "
+             "kid = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']); "
+             "open(d + '/pids', 'w').write(f'{os.getpid()} {kid.pid}'); time.sleep(300)")
+queue = EvalQueue(timeout_s=600)
+queue.submit(EvalJob(1, d, d / "out", [sys.executable, "-c", evaluator, str(d)], {}))
+print("evaluating", flush=True)
+time.sleep(300)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"  # a zombie is dead, only not reaped yet
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux's")
+def test_evaluations_die_with_a_trainer_killed_9(tmp_path):
+    """kill -9 of the trainer (a real process with a real queue) while an evaluation runs: the evaluator
+    and the process it started (vLLM's engine stands for it) are gone within seconds, no orphan left."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[3]
+    trainer = subprocess.Popen([sys.executable, "-c", TRAINER, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": str(root)})
+    assert trainer.stdout.readline().strip() == "evaluating"
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "pids").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    evaluator, grandchild = map(int, (tmp_path / "pids").read_text().split())
+    assert _alive(evaluator) and _alive(grandchild)
+    trainer.kill()
+    trainer.wait()
+    t0 = time.monotonic()
+    while (_alive(evaluator) or _alive(grandchild)) and time.monotonic() - t0 < 15:
+        time.sleep(0.05)
+    gone_after = time.monotonic() - t0
+    assert not _alive(evaluator) and not _alive(grandchild), "an evaluator outlived its trainer"
+    assert gone_after < 10, gone_after  # SIGTERM at once, SIGKILL after a 5 s grace at most
+
+
+def test_an_arriving_evaluation_is_one_line_with_standard_errors():
+    from ifdistill.callbacks.eval_logging import evaluation_line
+
+    results = {"metrics": {"prompt_level_strict_acc": 0.4125, "prompt_level_strict_acc_stderr": 0.0212,
+                           "inst_level_strict_acc": 0.5, "inst_level_strict_acc_stderr": 0.0101,
+                           "prompt_level_loose_acc": 0.45, "prompt_level_loose_acc_stderr": 0.02,
+                           "inst_level_loose_acc": 0.55, "inst_level_loose_acc_stderr": 0.011}}
+    assert evaluation_line(20, results) == (
+        "[checkpoint-eval] step 20: prompt strict 0.4125±0.0212 | inst strict 0.5000±0.0101 | "
+        "prompt loose 0.4500±0.0200 | inst loose 0.5500±0.0110")

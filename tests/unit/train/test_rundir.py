@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from omegaconf import OmegaConf
@@ -68,3 +69,79 @@ def test_run_dir_layout_and_launch_record(tmp_path):
     assert [x["resumed_from"] for x in rd.read_meta()["launches"]] == [None, "step=000002.ckpt"]
     with pytest.raises(RuntimeError, match="belongs to config_hash"):
         rd.write_launch(c, run_id="x", digest="0" * 64, ignore=DEFAULT_HASH_IGNORE, resumed_from=None)
+
+
+HOLD = r"""
+import sys, time
+from ifdistill.train.rundir import RunLock
+lock = RunLock(sys.argv[1]).acquire()
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_run_lock_refuses_a_second_holder_naming_the_first_and_is_taken_over_when_it_dies(tmp_path):
+    """A live holder (another process) is named in the refusal; once it is killed -9 (no clean
+    release: its details stay in the file) the next launch takes the lock and records the takeover."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from ifdistill.train.rundir import RunLock, RunLockedError
+
+    path = tmp_path / "run.lock"
+    root = Path(__file__).resolve().parents[3]
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RunLockedError) as refused:
+            RunLock(path).acquire()
+        msg = str(refused.value)
+        assert f"pid {holder.pid} on host {socket.gethostname()}" in msg and "started 20" in msg
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    lock = RunLock(path).acquire()
+    assert lock.took_over and lock.took_over["pid"] == holder.pid
+    lock.release()
+    assert path.read_text() == ""  # a clean end leaves nothing to take over
+    again = RunLock(path).acquire()
+    assert again.took_over is None
+    again.release()
+
+
+def test_without_flock_a_holder_is_judged_by_its_pid_and_a_requeued_slurm_job_takes_its_own_lock(monkeypatch):
+    import socket
+    import subprocess
+
+    from ifdistill.train.rundir import RunLock
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    here = socket.gethostname()
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    assert RunLock._holder_gone({"host": here, "pid": dead.pid})
+    assert not RunLock._holder_gone({"host": here, "pid": 1})  # alive
+    assert not RunLock._holder_gone({"host": "elsewhere", "pid": dead.pid})  # cannot tell: refuse
+    monkeypatch.setenv("SLURM_JOB_ID", "123")
+    assert RunLock._holder_gone({"host": "elsewhere", "pid": 7, "slurm_job_id": "123"})  # requeued job
+    assert not RunLock._holder_gone({"host": "elsewhere", "pid": 7, "slurm_job_id": "124"})
+
+
+def test_check_refuses_a_live_holder_without_taking_or_creating_anything(tmp_path):
+    from ifdistill.train.rundir import RunLock, RunLockedError
+
+    RunLock(tmp_path / "absent" / "run.lock").check()
+    assert not (tmp_path / "absent").exists()
+    held = RunLock(tmp_path / "run.lock").acquire()
+    try:
+        with pytest.raises(RunLockedError, match=f"in use by pid {os.getpid()}"):
+            RunLock(tmp_path / "run.lock").check()
+    finally:
+        held.release()
+    RunLock(tmp_path / "run.lock").check()  # released: no refusal
+    RunLock(tmp_path / "run.lock").acquire().release()

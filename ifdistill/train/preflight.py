@@ -1,0 +1,189 @@
+"""Everything about a training config that can be checked without a model, checked before anything loads.
+
+A wrong value must cost seconds and one line, not a model load, a Lightning start-up, a 60-line
+traceback and a run directory that ``ifdistill-status`` then lists as stopped. :func:`preflight` runs
+first in :func:`ifdistill.train.run.train` (and so before the run directory is created) and checks:
+
+- the plain-data sections against their schemas (unknown keys, types: :func:`ifdistill.config.validate`)
+  and top-level keys against :data:`TOP_LEVEL` (``+foo=1`` is a typo, not a setting);
+- the keys of every section that builds an object (``trainer``, ``method``, ``logger``, each callback)
+  against the signature of its ``_target_`` -- ``+trainer.max_stepz=5`` fails here, naming the key;
+- ranges (:data:`RANGES`): ``data.ratio`` in [0, 1), ``optim.lr`` > 0, ``trainer.max_steps`` >= 1,
+  ``trainer.devices`` >= 1, batch sizes and cadences >= 1, ...;
+- the data: the ``data`` section resolves with ``method`` and ``model`` (:meth:`DataConfig.resolve`), there is at least one new-data
+  source, and each local source file exists and its first :data:`SAMPLE_ROWS` rows load with the same
+  loader training uses (:func:`ifdistill.data.sources.load_source`), so a malformed row is named by file,
+  line and field; a file without rows is an error;
+- the model: a hub id is in the local cache or reachable (:func:`ifdistill.models.check_model_available`).
+
+All problems found are reported together in one :class:`PreflightError` (one line, ``; ``-separated);
+the checks that import heavy modules (the ``_target_`` classes) or reach the hub run only when the
+cheap ones passed, so the common mistakes are reported in about the time Python takes to start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import numbers
+from typing import Any, Callable
+
+from omegaconf import DictConfig, OmegaConf
+
+from ifdistill.config import ConfigError, validate
+
+SAMPLE_ROWS = 50  # rows of each local data file loaded (and so validated) before training starts
+# Top-level keys of conf/train.yaml and its groups; anything else is a typo (`+lr=1e-3`).
+TOP_LEVEL = frozenset({"task_name", "seed", "gradient_checkpointing", "logit_chunk_size", "optim", "datamodule", "run", "callbacks",
+                       "paths", "model", "data", "method", "peft", "trainer", "logger", "eval", "hydra"})
+# Sections built by Hydra's instantiate, checked against their _target_'s signature.
+TARGETS = ("trainer", "method", "logger")
+_HYDRA_KEYS = {"_target_", "_recursive_", "_convert_", "_partial_", "_args_"}
+
+
+class PreflightError(ConfigError):
+    """The config cannot train; the message lists every problem found, each naming its key or file."""
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _devices_ok(v: Any) -> bool:
+    if v == "auto" or (isinstance(v, (list, tuple)) and v):
+        return True
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        v = int(v)
+    if isinstance(v, str):  # "0,1": explicit device ids
+        return bool(v.strip(" ,"))
+    return _int(v) and (v >= 1 or v == -1)
+
+
+# (dotted key, check, what it must be); a key absent from the config is not checked.
+RANGES: list[tuple[str, Callable[[Any], bool], str]] = [
+    ("data.ratio", lambda v: _num(v) and 0 <= v < 1, "a number in [0, 1)"),
+    ("data.total", lambda v: v is None or (_int(v) and v >= 1), "null or an integer >= 1"),
+    ("data.heldout", lambda v: _int(v) and v >= 0, "an integer >= 0"),
+    ("data.max_length", lambda v: v is None or (_int(v) and v >= 1), "null or an integer >= 1"),
+    ("optim.lr", lambda v: _num(v) and v > 0, "a number > 0"),
+    ("optim.weight_decay", lambda v: _num(v) and v >= 0, "a number >= 0"),
+    ("optim.warmup_steps", lambda v: _int(v) and v >= 0, "an integer >= 0"),
+    ("optim.min_lr_ratio", lambda v: _num(v) and 0 <= v <= 1, "a number in [0, 1]"),
+    ("trainer.max_steps", lambda v: _int(v) and v >= 1, "an integer >= 1 (optimizer steps to train)"),
+    ("trainer.devices", _devices_ok, "an integer >= 1 (or -1, 'auto', a list of device ids)"),
+    ("trainer.num_nodes", lambda v: _int(v) and v >= 1, "an integer >= 1"),
+    ("trainer.accumulate_grad_batches", lambda v: _int(v) and v >= 1, "an integer >= 1"),
+    ("trainer.log_every_n_steps", lambda v: _int(v) and v >= 1, "an integer >= 1"),
+    ("datamodule.micro_batch_size", lambda v: _int(v) and v >= 1, "an integer >= 1"),
+    ("datamodule.val_batch_size", lambda v: _int(v) and v >= 1, "an integer >= 1"),
+    ("datamodule.num_workers", lambda v: _int(v) and v >= 0, "an integer >= 0"),
+    ("run.checkpoint_every_n_steps", lambda v: _int(v) and v >= 1, "an integer >= 1"),
+    ("run.eval_every_n_steps", lambda v: _int(v) and v >= 1, "an integer >= 1"),
+    ("run.keep_last_checkpoints", lambda v: _int(v) and v >= 1, "an integer >= 1 (a run resumes from the last)"),
+    ("run.resume", lambda v: v in ("auto", "never", "required"), "auto, never or required"),
+]
+
+
+def _select(cfg: DictConfig, key: str) -> tuple[bool, Any]:
+    missing = object()
+    value = OmegaConf.select(cfg, key, default=missing)
+    return (False, None) if value is missing else (True, value)
+
+
+def check_ranges(cfg: DictConfig) -> list[str]:
+    problems = []
+    for key, ok, what in RANGES:
+        present, value = _select(cfg, key)
+        if present and not ok(value):
+            problems.append(f"{key}={value!r} must be {what}")
+    return problems
+
+
+def check_target_keys(node: Any, name: str) -> list[str]:
+    """Keys of ``node`` that its ``_target_``'s constructor does not accept (none if it takes **kwargs)."""
+    if not OmegaConf.is_dict(node) or not node.get("_target_"):
+        return []
+    from hydra.utils import get_object
+
+    try:
+        target = get_object(str(node["_target_"]))
+    except Exception as err:  # noqa: BLE001 - hydra raises ImportError or its own error types
+        return [f"{name}._target_={node['_target_']!r} cannot be imported ({err})".replace("\n", " ")]
+    params = inspect.signature(target.__init__ if inspect.isclass(target) else target).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return []
+    unknown = sorted(set(map(str, node.keys())) - set(params) - _HYDRA_KEYS)
+    if not unknown:
+        return []
+    known = sorted(k for k in params if k != "self")
+    return [f"{name}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} for "
+            f"{node['_target_']} (known: {', '.join(known)})"]
+
+
+def check_data(data_node: Any, method: Any = None, model: Any = None) -> list[str]:
+    """The data section parses and resolves with the method and model sections (ICL settings, the
+    thinking flag); each local source file exists and its first rows load."""
+    from ifdistill.data.build import DataConfig
+    from ifdistill.data.sources import load_source
+
+    if data_node is None:
+        return ["data: missing section"]
+    plain = (lambda node: OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node)
+    try:
+        data = DataConfig.resolve(plain(data_node), method=plain(method), model=plain(model))
+    except (ValueError, TypeError, KeyError) as err:
+        return [f"data: {err}"]
+    problems = [] if data.sources else ["data.sources is empty: nothing to train on"]
+    for role, specs in (("sources", data.sources), ("replay", data.replay)):
+        for spec in specs:
+            if spec.max_examples is not None and spec.max_examples < 1:
+                problems.append(f"data.{role} {spec.name!r}: max_examples={spec.max_examples} must be >= 1")
+                continue
+            if not spec.path:
+                continue  # synthetic (generated here) or a hub dataset (loaded with the data)
+            limit = min(spec.max_examples or SAMPLE_ROWS, SAMPLE_ROWS)
+            try:
+                loaded = load_source(dataclasses.replace(spec, max_examples=limit), tolerant=data.tolerant)
+            except (OSError, ValueError) as err:  # FileNotFoundError, DataError (file:line, field), ...
+                problems.append(f"data.{role} {spec.name!r}: {err}")
+                continue
+            if loaded.stats.rows_read == 0:
+                problems.append(f"data.{role} {spec.name!r}: {spec.path} holds no rows")
+            elif not loaded.examples and loaded.stats.rows_read < limit:
+                problems.append(f"data.{role} {spec.name!r}: none of the {loaded.stats.rows_read} rows of "
+                                f"{spec.path} is usable ({loaded.stats.to_dict()['rows_invalid'] or 'all unverified'})")
+    return problems
+
+
+def preflight(cfg: DictConfig, *, check_model: bool = True) -> None:
+    """Raise :class:`PreflightError` listing every problem of ``cfg`` that shows without loading a model."""
+    problems: list[str] = []
+    try:
+        validate(cfg)
+    except ConfigError as err:
+        problems.append(str(err).replace("\n", " "))
+    unknown = sorted(set(map(str, cfg.keys())) - TOP_LEVEL)
+    if unknown:
+        problems.append(f"unknown top-level key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}")
+    problems += check_ranges(cfg)
+    problems += check_data(cfg.get("data"), cfg.get("method"), cfg.get("model"))
+    if not problems:  # importing the targets (Lightning, the module classes) takes seconds: only now
+        for name in TARGETS:
+            problems += check_target_keys(cfg.get(name), name)
+        for name, node in (cfg.get("callbacks") or {}).items():
+            problems += check_target_keys(node, f"callbacks.{name}")
+    if check_model and not problems:
+        from ifdistill.models import ModelUnavailableError, check_model_available
+
+        model = cfg.get("model") or {}
+        try:
+            check_model_available(str(model.get("name_or_path")), model.get("revision"))
+        except ModelUnavailableError as err:
+            problems.append(str(err))
+    if problems:
+        raise PreflightError("; ".join(problems))
+
