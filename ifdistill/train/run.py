@@ -33,7 +33,7 @@ from typing import Any, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from ifdistill.models import resolve_model_path
-from ifdistill.train import schemas  # noqa: F401  (registers the schemas validate() checks)
+from ifdistill.train import schemas  # noqa: F401  (registers the schemas preflight validates)
 from ifdistill.train.rundir import RunDir, RunLock, config_hash, hashed_config, run_id
 
 log = logging.getLogger(__name__)

@@ -47,6 +47,7 @@ def test_the_shipped_presets_pass():
     ("data.sources=[]", "data.sources is empty"),
     ("+data.sauces=1", "unknown keys ['sauces']"),
     ("optim.lr=fast", "lr"),
+    ("data.enable_thinking=true", "data.enable_thinking=True but model.enable_thinking=None"),
 ])
 def test_each_bad_value_is_named(override, names):
     with pytest.raises(PreflightError) as err:
