@@ -36,6 +36,9 @@ BASE = [
     "eval.data.max_examples=12", "eval.generation.max_new_tokens=24",
     "eval.runtime.kv_cache_memory_bytes=67108864", "eval.runtime.progress=false",
     "callbacks.checkpoint_eval.every_n_steps=10",
+    # a training row every step: an evaluation that takes longer than a step or two (a vLLM start alone
+    # takes ~20 s) arrives after rows of later steps, whatever the machine's speed
+    "trainer.log_every_n_steps=1",
 ]
 
 
