@@ -18,7 +18,7 @@ objective's time); this way the count of passes over the logits equals the unchu
 It needs the head's weight as a plain tensor (:func:`plain_head`): ``nn.Linear`` (tied or not) whose
 parameters are whole on this rank -- single process, DDP, DeepSpeed ZeRO-1/2. A head that carries a
 LoRA adapter, or whose weight is partitioned (ZeRO-3) or a DTensor (FSDP2), is applied unchunked
-(:class:`ifdistill.train.modeling.SelectiveLM` falls back and says so once).
+(:meth:`ifdistill.train.sft_module.SFTModule.head_objective` falls back and warns once).
 """
 
 from __future__ import annotations

@@ -73,7 +73,7 @@ def test_datamodule_batches_real_data_with_step_token_totals():
     assert sum(int((b["labels"] != -100).sum()) for b in val) > 0
 
 
-def test_icl_k_comes_from_the_method():
+def test_k_comes_from_the_method_section():
     dm = TrainDataModule(resolved(synthetic_data(30), k=2, demos="per_example"), TINY, micro_batch_size=2)
     dm.setup("fit")
     batch = next(iter(dm.train_dataloader()))
