@@ -53,16 +53,17 @@ class _ChunkedHead(torch.autograd.Function):
     def forward(ctx, hidden, weight, bias, run):
         loss, grads, sums = run(hidden, weight, bias)
         ctx.save_for_backward(*grads)
+        ctx.param_dtypes = (weight.dtype, bias.dtype if bias is not None else None)
         ctx.mark_non_differentiable(*sums.values())
         return (loss, *sums.values())
 
     @staticmethod
     def backward(ctx, grad_loss, *unused):
         grad_h, grad_w, grad_b = ctx.saved_tensors
-        scale = grad_loss.to(grad_h.dtype)
-        return (grad_h * scale if ctx.needs_input_grad[0] else None,
-                (grad_w * grad_loss).to(grad_w.dtype) if ctx.needs_input_grad[1] else None,
-                (grad_b * grad_loss).to(grad_b.dtype) if ctx.needs_input_grad[2] else None,
+        w_dtype, b_dtype = ctx.param_dtypes  # the head's gradients are accumulated in float32
+        return (grad_h * grad_loss.to(grad_h.dtype) if ctx.needs_input_grad[0] else None,
+                (grad_w * grad_loss).to(w_dtype) if ctx.needs_input_grad[1] else None,
+                (grad_b * grad_loss).to(b_dtype) if ctx.needs_input_grad[2] else None,
                 None)
 
 
