@@ -94,18 +94,18 @@ def build_loggers(cfg: DictConfig, rd: RunDir, rid: str) -> list:
     return [instantiate(node, **kwargs)]
 
 
-def _callbacks(cfg: DictConfig, rd: RunDir) -> list:
+def _callbacks(cfg: DictConfig, rd: RunDir, *, progress_bar: bool) -> list:
     from hydra.utils import instantiate
 
     from ifdistill.train.checkpointing import StepCheckpoint
     from ifdistill.train.preemption import RequeueOnSignal
 
-    from ifdistill.train.progress import ProgressLog, want_progress_bar
+    from ifdistill.train.progress import ProgressLog
 
     checkpoint = StepCheckpoint(rd.checkpoints, every_n_steps=cfg.run.checkpoint_every_n_steps,
                                 keep_last=cfg.run.keep_last_checkpoints)
     callbacks = [checkpoint, RequeueOnSignal(checkpoint)]
-    if not want_progress_bar(cfg.trainer.get("enable_progress_bar", "auto")):  # a log: plain lines instead
+    if not progress_bar:  # a log, not a terminal: plain progress lines instead of a bar
         callbacks.append(ProgressLog(int(cfg.trainer.get("log_every_n_steps", 10))))
     for name, node in (cfg.get("callbacks") or {}).items():
         if OmegaConf.is_dict(node) and node.get("_target_"):
@@ -203,9 +203,10 @@ def _train_locked(cfg: DictConfig, rd: RunDir, rid: str, digest: str, lock: Opti
     for lg in loggers:  # the config that defines the run, with its identity, in every logger (W&B config)
         lg.log_hyperparams({"run_id": rid, "config_hash": digest, **hashed_config(cfg, cfg.run.hash_ignore),
                             **swept_values(cfg)})  # sweep/<key>: what ifdistill.wandb_view groups by
-    overrides: dict[str, Any] = dict(callbacks=_callbacks(cfg, rd), logger=loggers or False,
-                                     default_root_dir=str(rd.root), use_distributed_sampler=False)
-    overrides["enable_progress_bar"] = want_progress_bar(cfg.trainer.get("enable_progress_bar", "auto"))
+    bar = want_progress_bar(cfg.trainer.get("enable_progress_bar", "auto"))
+    overrides: dict[str, Any] = dict(callbacks=_callbacks(cfg, rd, progress_bar=bar), logger=loggers or False,
+                                     default_root_dir=str(rd.root), use_distributed_sampler=False,
+                                     enable_progress_bar=bar)
     if str(cfg.trainer.get("precision", "auto")) == "auto":
         overrides["precision"] = "bf16-mixed" if gpu else "32-true"
     if dm.val_names:
