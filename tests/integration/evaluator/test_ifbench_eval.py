@@ -9,7 +9,6 @@ reference's; the W&B keys are ``ifbench/*`` on ``ifbench/step``.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

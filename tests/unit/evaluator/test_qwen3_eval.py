@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 
 from ifdistill.data.icl import build_icl_pair, select_demos
-from ifdistill.data.records import Example
 from ifdistill.data.render import render
 from ifdistill.evaluator.cli import compose_config
 from ifdistill.evaluator.dataset import load_eval_rows, load_rows

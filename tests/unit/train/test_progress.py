@@ -4,13 +4,12 @@ INFO lines once, not twice."""
 from __future__ import annotations
 
 import io
-import logging
 import re
 
 import torch
 from torch.utils.data import DataLoader
 
-from ifdistill.train.progress import ProgressLog, single_log_output, want_progress_bar
+from ifdistill.train.progress import ProgressLog, want_progress_bar
 
 
 class _Tiny:
