@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ifdistill.paths import atomic_write
 
 MANIFEST_NAME = "data_manifest.json"
 MANIFEST_VERSION = 1
@@ -52,18 +52,11 @@ def tokenizer_identity(tokenizer) -> dict[str, Any]:
 
 
 def write_json_atomic(path: str | Path, data: Any) -> Path:
-    """Write JSON to a temporary file in the same folder, then rename over ``path``."""
+    """Write JSON to ``path`` atomically (:func:`ifdistill.paths.atomic_write`)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2, sort_keys=False, default=str)
-            f.write("\n")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_write(path) as f:
+        json.dump(data, f, indent=2, sort_keys=False, default=str)
+        f.write("\n")
     return path
 
 

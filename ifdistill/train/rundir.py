@@ -39,6 +39,8 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from ifdistill.paths import atomic_write
+
 DEFAULT_HASH_IGNORE = (
     "paths", "hydra", "logger", "callbacks", "run", "task_name",
     "trainer.enable_progress_bar", "trainer.enable_model_summary", "trainer.log_every_n_steps",
@@ -271,9 +273,8 @@ def _resolved_where_possible(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    with atomic_write(path) as f:
+        f.write(text)
 
 
 def run_dir_of(trainer: Any) -> Optional[RunDir]:
