@@ -1,0 +1,423 @@
+"""GPU benchmark: SFT throughput and MFU, distillation / SFT step ratio, HF generation time, peak memory.
+
+Run by ``scripts/gpu_check.py`` (one table, one JSON); alone: ``python bench/bench_gpu.py [--cpu-smoke]``.
+One code path for every device: the device and the shapes are parameters, so ``--cpu-smoke`` (tiny shapes,
+a few steps, ``device="cpu"``) runs exactly the functions the GPU run uses, and CI keeps them working.
+
+Models: random-init, built locally with the *shapes* of the real models (no download), the Qwen3 tokenizer
+and chat template of the shared data folder (both real models have 151,936 embedding rows):
+
+- ``Qwen/Qwen3-1.7B``, ``Qwen/Qwen2.5-0.5B``: values copied from each model's public ``config.json``
+  (huggingface.co/Qwen/Qwen3-1.7B/blob/main/config.json, huggingface.co/Qwen/Qwen2.5-0.5B/blob/main/config.json);
+- ``--cpu-smoke``: the same two architectures (Qwen3, Qwen2) at hidden 64, 2 layers.
+
+What one step is: ``module.objective`` (the production loss: selective LM head, completion tokens only),
+backward of its token mean, AdamW step -- under ``torch.autocast(device, bfloat16)``, i.e. Lightning's
+``bf16-mixed``, with the weights in ``model.dtype`` of ``conf/model/qwen3_1.7b.yaml`` (bfloat16). SFT rows
+are *packed* (one row of up to ``--seq`` tokens, position ids restarting per example; 4096 on GPU).
+
+MFU = model FLOPs per second / peak dense bf16 FLOP/s of the device. Model FLOPs of one step (PaLM,
+Chowdhery et al. 2022, appendix B, with the causal attention halved):
+
+    c * N_body * T  +  c * V * H * S  +  6 * N_lora * T  +  6 * L * (n_heads * head_dim) * sum_docs(len^2)
+
+with T tokens in the row, S supervised positions (the LM head runs only there), N_body the decoder's
+parameters (embedding and head excluded), V*H the head; c = 6 for full fine-tuning (forward 2, input
+gradients 2, weight gradients 2) and c = 4 for LoRA (frozen weights get no weight gradient). The last
+term is causal attention (QK^T and AV, forward 2*d*len^2 per layer, backward twice that) within each
+packed example. Recomputation (gradient checkpointing) is not counted, as usual for MFU.
+
+Peak dense bf16 tensor-core FLOP/s (NVIDIA data sheets, without sparsity): H100 SXM and H200 989.4 T,
+H100 NVL 835 T, H100 PCIe 756 T, A100 312 T; picked from ``torch.cuda.get_device_name()``; an unknown
+GPU and the CPU give MFU ``null``.
+
+Timing: steps of the variants being compared run interleaved (SFT step, distillation step, ...) on the
+same batches; the median step is reported and ratios are taken between variants of the same run. On a
+GPU every timing is bracketed by ``torch.cuda.synchronize``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: make the repository importable
+    sys.path.insert(0, str(ROOT))
+
+# -- shapes --------------------------------------------------------------------------------------------
+_ROPE, _EPS, _VOCAB = 1000000.0, 1e-6, 151936
+SHAPES: dict[str, dict[str, Any]] = {
+    # huggingface.co/Qwen/Qwen3-1.7B/blob/main/config.json (tie_word_embeddings: true)
+    "Qwen3-1.7B": dict(arch="qwen3", hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
+                       num_attention_heads=16, num_key_value_heads=8, head_dim=128, vocab_size=_VOCAB,
+                       rope_theta=_ROPE, rms_norm_eps=_EPS, max_position_embeddings=40960, tie_word_embeddings=True),
+    # huggingface.co/Qwen/Qwen2.5-0.5B/blob/main/config.json (tie_word_embeddings: true; head_dim = 896 / 14)
+    "Qwen2.5-0.5B": dict(arch="qwen2", hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                         num_attention_heads=14, num_key_value_heads=2, head_dim=64, vocab_size=_VOCAB,
+                         rope_theta=_ROPE, rms_norm_eps=_EPS, max_position_embeddings=32768, tie_word_embeddings=True),
+}
+SMOKE_SHAPES: dict[str, dict[str, Any]] = {
+    "smoke-qwen3": dict(SHAPES["Qwen3-1.7B"], hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                        num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=4096),
+    "smoke-qwen2": dict(SHAPES["Qwen2.5-0.5B"], hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                        num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=4096),
+}
+PEAK_BF16_FLOPS = (("H200", 989.4e12), ("H100 NVL", 835e12), ("H100 PCIe", 756e12), ("H100", 989.4e12),
+                   ("A100", 312e12))
+LORA = {"method": "lora", "r": 16, "alpha": 32, "dropout": 0.0}
+FULL = {"method": "none"}
+MARKER = "bench_gpu_model.json"
+
+
+def peak_bf16_flops(device_name: str) -> Optional[float]:
+    """Dense bf16 peak of a GPU named like ``torch.cuda.get_device_name()``; None when unknown."""
+    for key, flops in PEAK_BF16_FLOPS:
+        if key in device_name:
+            return flops
+    return None
+
+
+def build_model_dir(name: str, shape: Mapping[str, Any], root: Path) -> Path:
+    """A random-init model of ``shape`` with the Qwen3 tokenizer, built once into ``root/<name>`` (fp32).
+
+    Reuses the embedded Qwen3's builder (:func:`ifdistill.models.tiny_qwen3.build_tiny_qwen3`; for Qwen2
+    its :func:`~ifdistill.models.tiny.save_random_causal_lm`), which ties the embeddings as both real
+    models do."""
+    from ifdistill.models.tiny_qwen3 import TOKENIZER_FILES, TinyQwen3Spec, build_tiny_qwen3, qwen3_tokenizer_dir
+    from ifdistill.paths import build_once
+
+    if not shape["tie_word_embeddings"]:
+        raise ValueError(f"{name}: the random-init builder ties embeddings; untied shapes are not supported")
+    spec = TinyQwen3Spec(**{k: v for k, v in shape.items() if k not in ("arch", "tie_word_embeddings")})
+
+    def build(tmp: Path) -> None:
+        if shape["arch"] == "qwen3":
+            build_tiny_qwen3(tmp, spec)
+        else:
+            from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+
+            from ifdistill.models.tiny import save_random_causal_lm
+
+            for f in TOKENIZER_FILES:
+                shutil.copyfile(qwen3_tokenizer_dir() / f, tmp / f)
+            tok = AutoTokenizer.from_pretrained(tmp)
+            save_random_causal_lm(tmp, Qwen2Config, Qwen2ForCausalLM, spec, vocab_size=spec.vocab_size,
+                                  eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                                  rope_theta=spec.rope_theta, rms_norm_eps=spec.rms_norm_eps)
+        (tmp / MARKER).write_text(json.dumps({"name": name, **shape}, indent=2) + "\n")
+
+    return build_once(root / name, MARKER, build)
+
+
+# -- one training step, any device (the GPU tests call these too) -----------------------------------------
+def autocast(device: str, precision: str):
+    """Lightning's ``bf16-mixed`` (``torch.autocast`` on the device) or nothing for ``32-true``."""
+    import torch
+
+    if precision == "bf16-mixed":
+        return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
+    if precision == "32-true":
+        return contextlib.nullcontext()
+    raise ValueError(f"precision must be bf16-mixed or 32-true, got {precision!r}")
+
+
+def place(module, device: str):
+    """Move a training module to ``device`` as Lightning's fit does (the frozen teacher moves at fit start)."""
+    module.to(device)
+    module.on_fit_start()
+    return module
+
+
+def to_device(batch: Mapping[str, Any], device: str) -> dict[str, Any]:
+    import torch
+
+    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+
+def mean_loss(module, batch: Mapping[str, Any], device: str, precision: str):
+    """``(token-mean loss, stats)`` of ``module.objective`` on ``batch`` (the step's forward)."""
+    with autocast(device, precision):
+        loss_sum, stats = module.objective(to_device(batch, device))
+    return loss_sum / stats["count"].clamp(min=1), stats
+
+
+def train_step(module, batch: Mapping[str, Any], optimizer, device: str, precision: str) -> float:
+    """Forward, backward, optimizer step; returns the token-mean loss before the update."""
+    loss, _ = mean_loss(module, batch, device, precision)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return float(loss.detach())
+
+
+def make_optimizer(module, lr: float = 1e-5):
+    import torch
+
+    return torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=lr)
+
+
+def _sync(device: str) -> None:
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _reset_peak(device: str) -> None:
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def _peak_gib(device: str) -> Optional[float]:
+    import torch
+
+    if torch.device(device).type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    return None
+
+
+# -- data ----------------------------------------------------------------------------------------------
+def model_cfg(model_dir: Path, dtype: str) -> dict[str, Any]:
+    return {"name_or_path": str(model_dir), "dtype": dtype, "enable_thinking": False}
+
+
+def data_cfg(model: Mapping[str, Any], n: int, k: Optional[int] = None):
+    """The synthetic training set as training resolves it (``k``: ICL distillation, shared demonstrations)."""
+    from ifdistill.data.build import DataConfig
+
+    data = {"sources": [{"name": "syn", "synthetic": "train", "max_examples": n}], "heldout": 0, "max_length": 1024}
+    return DataConfig.resolve(data, method=None if k is None else {"k": k, "demos": "shared"}, model=model)
+
+
+def packed_rows(items: list[Mapping[str, Any]], row_tokens: int, pad_id: int, count: int) -> list[dict]:
+    """``count`` packed batches of one row each, filled with consecutive examples up to ``row_tokens``."""
+    from ifdistill.data.collate import PackCollator
+
+    collate, rows, i = PackCollator(pad_id, max_row_tokens=row_tokens), [], 0
+    for _ in range(count):
+        chosen, used = [], 0
+        while len(items[i % len(items)]["input_ids"]) + used <= row_tokens:
+            chosen.append(items[i % len(items)])
+            used += len(items[i % len(items)]["input_ids"])
+            i += 1
+        if not chosen:
+            raise ValueError(f"an example is longer than the row ({row_tokens} tokens)")
+        rows.append(collate(chosen))
+    return rows
+
+
+def batches_from(dm, count: int) -> list[dict]:
+    dm.setup("fit")
+    it = iter(dm.train_dataloader())
+    return [next(it) for _ in range(count)]
+
+
+# -- FLOPs ---------------------------------------------------------------------------------------------
+def step_flops(module, batch: Mapping[str, Any], *, full: bool) -> float:
+    """Model FLOPs of one training step on a packed ``batch`` (formula in the module docstring)."""
+    from ifdistill.train.modeling import base_causal_lm
+
+    lm = base_causal_lm(module.model)
+    cfg = lm.config
+    body = sum(p.numel() for n, p in lm.named_parameters()
+               if "embed_tokens" not in n and "lm_head" not in n and "lora_" not in n)
+    lora = sum(p.numel() for n, p in module.model.named_parameters() if "lora_" in n)
+    seq = batch["seq_idx"][batch["seq_idx"] >= 0]
+    tokens = int(seq.numel())
+    docs = [int(c) for c in seq.unique(return_counts=True)[1]]
+    supervised = int((batch["labels"] != -100).sum())
+    c = 6 if full else 4
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    attention = 6 * cfg.num_hidden_layers * cfg.num_attention_heads * head_dim * sum(n * n for n in docs)
+    return float(c * body * tokens + c * cfg.vocab_size * cfg.hidden_size * supervised + 6 * lora * tokens + attention)
+
+
+# -- measurements --------------------------------------------------------------------------------------
+def time_interleaved(variants: dict[str, tuple[Any, list[dict]]], device: str, precision: str,
+                     warmup: int, steps: int) -> dict[str, dict[str, Any]]:
+    """Median step time of each ``name: (module, batches)``, the variants run step by step in turn."""
+    optims = {name: make_optimizer(m) for name, (m, _) in variants.items()}
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    losses: dict[str, list[float]] = {name: [] for name in variants}
+    for i in range(warmup + steps):
+        for name, (module, batches) in variants.items():
+            _sync(device)
+            t0 = time.perf_counter()
+            losses[name].append(train_step(module, batches[i], optims[name], device, precision))
+            _sync(device)
+            times[name].append(time.perf_counter() - t0)
+    return {name: {"step_s": statistics.median(t[warmup:]), "loss_first": losses[name][0],
+                   "loss_last": losses[name][-1]} for name, t in times.items()}
+
+
+def measure_sft(model_dir: Path, device: str, *, peft: Mapping[str, Any], dtype: str, precision: str, seq: int,
+                warmup: int, steps: int, peak_flops: Optional[float], gradient_checkpointing: bool = False) -> dict[str, Any]:
+    """SFT on packed rows of ``seq`` tokens: tokens/s, MFU, peak memory."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from ifdistill.data.build import build_train_dataset
+    from ifdistill.train.sft_module import SFTModule
+
+    model = model_cfg(model_dir, dtype)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    items = [it for it in build_train_dataset(data_cfg(model, n=max(64, 4 * seq // 100)), tok).train.items
+             if len(it["input_ids"]) <= seq]
+    batches = packed_rows(items, seq, tok.pad_token_id, warmup + steps)
+    _reset_peak(device)
+    torch.manual_seed(0)
+    module = place(SFTModule(model, peft, gradient_checkpointing=gradient_checkpointing), device).train()
+    timing = time_interleaved({"sft": (module, batches)}, device, precision, warmup, steps)["sft"]
+    tokens = statistics.median(int((b["seq_idx"] >= 0).sum()) for b in batches[warmup:])
+    flops = statistics.median(step_flops(module, b, full=peft["method"] == "none") for b in batches[warmup:])
+    out = {"tokens_per_step": tokens, "step_s": timing["step_s"], "tokens_per_s": tokens / timing["step_s"],
+           "model_flops_per_step": flops,
+           "mfu": flops / timing["step_s"] / peak_flops if peak_flops else None,
+           "peak_mem_gib": _peak_gib(device), "loss_first": timing["loss_first"], "loss_last": timing["loss_last"],
+           "steps": steps, "params": sum(p.numel() for p in module.parameters()),
+           "trainable_params": sum(p.numel() for p in module.parameters() if p.requires_grad)}
+    del module
+    return out
+
+
+def measure_distill_ratio(model_dir: Path, device: str, *, dtype: str, precision: str, micro_batch: int, k: int,
+                          warmup: int, steps: int) -> dict[str, Any]:
+    """LoRA SFT step and ICL-distillation step (k shared demonstrations, frozen-initial teacher = the adapter
+    disabled) on the same student examples, interleaved; padded batches (distillation does not pack)."""
+    import torch
+
+    from ifdistill.train.datamodule import TrainDataModule
+    from ifdistill.train.distill_module import ICLDistillModule
+    from ifdistill.train.sft_module import SFTModule
+
+    model = model_cfg(model_dir, dtype)
+    n = micro_batch * (warmup + steps) + 2 * k  # the demonstrations come from the examples outside the batch
+    sft_b = batches_from(TrainDataModule(data_cfg(model, n), model, micro_batch_size=micro_batch), warmup + steps)
+    dist_b = batches_from(TrainDataModule(data_cfg(model, n, k), model, micro_batch_size=micro_batch), warmup + steps)
+    _reset_peak(device)
+    torch.manual_seed(0)
+    sft = place(SFTModule(model, LORA), device).train()
+    torch.manual_seed(0)
+    dist = place(ICLDistillModule(model, LORA, kd_ratio=0.5, teacher="frozen_initial"), device).train()
+    t = time_interleaved({"sft": (sft, sft_b), "distill": (dist, dist_b)}, device, precision, warmup, steps)
+    del sft, dist
+    return {"sft_step_s": t["sft"]["step_s"], "distill_step_s": t["distill"]["step_s"],
+            "ratio": t["distill"]["step_s"] / t["sft"]["step_s"], "micro_batch": micro_batch, "k": k,
+            "peak_mem_gib": _peak_gib(device), "steps": steps,
+            "student_tokens_per_step": statistics.median(int(b["attention_mask"].sum()) for b in sft_b[warmup:])}
+
+
+def measure_generation(model_dir: Path, device: str, *, dtype: str, prompts: Optional[int], max_new_tokens: int,
+                       batch_size: int) -> dict[str, Any]:
+    """``ifdistill-eval``'s HF backend on the shared IFEval prompts (541; ``prompts``: the first N)."""
+    from ifdistill.evaluator.cli import compose_config
+    from ifdistill.evaluator.run import evaluate
+
+    _reset_peak(device)
+    with tempfile.TemporaryDirectory(prefix="bench-gpu-eval-") as out:
+        cfg = compose_config(["model=tiny_qwen3", f"model.name_or_path={model_dir}", "eval=ifeval_local",
+                              "eval.backend=hf", f"eval.dtype={dtype}", f"eval.runtime.hf_device={device}",
+                              f"eval.runtime.hf_batch_size={batch_size}", "eval.runtime.progress=false",
+                              f"eval.generation.max_new_tokens={max_new_tokens}",
+                              f"eval.data.max_examples={prompts if prompts else 'null'}"], output_dir=out + "/o")
+        results = evaluate(cfg)
+    return {"prompts": results["counts"]["num_prompts"], "generate_s": results["timings"]["generate_s"],
+            "generated_tokens": results["counts"]["generated_tokens"],
+            "tokens_per_s": results["timings"]["generated_tokens_per_s"], "max_new_tokens": max_new_tokens,
+            "batch_size": batch_size, "peak_mem_gib": _peak_gib(device)}
+
+
+# -- the whole benchmark -------------------------------------------------------------------------------
+GPU_SETTINGS = {"seq": 4096, "warmup": 2, "steps": 8, "distill_micro_batch": 8, "k": 4, "prompts": None,
+                "max_new_tokens": 256, "gen_batch_size": 64, "dtype": "bfloat16", "precision": "bf16-mixed"}
+# one torch thread: at these sizes a step is per-op overhead, and on a shared CPU more threads contend
+SMOKE_SETTINGS = {"seq": 256, "warmup": 1, "steps": 1, "distill_micro_batch": 2, "k": 4, "prompts": 4,
+                  "max_new_tokens": 8, "gen_batch_size": 4, "dtype": "bfloat16", "precision": "bf16-mixed", "threads": 1}
+
+
+def run_benchmark(*, smoke: bool, device: str, models_root: Path, only: Iterable[str] = ()) -> dict[str, Any]:
+    """Every measurement for every shape; returns ``{"settings", "device", "rows", "ratios"}``."""
+    import torch
+
+    shapes = SMOKE_SHAPES if smoke else SHAPES
+    settings = dict(SMOKE_SETTINGS if smoke else GPU_SETTINGS)
+    if settings.get("threads"):
+        torch.set_num_threads(settings["threads"])
+    name = torch.cuda.get_device_name(device) if torch.device(device).type == "cuda" else "cpu"
+    peak = peak_bf16_flops(name) if name != "cpu" else None
+    rows: list[dict[str, Any]] = []
+    ratios: dict[str, float] = {}
+    for model_name, shape in shapes.items():
+        if only and model_name not in only:
+            continue
+        t0 = time.perf_counter()
+        model_dir = build_model_dir(model_name, shape, models_root)
+        print(f"[bench] {model_name}: model at {model_dir} ({time.perf_counter() - t0:.0f} s)", flush=True)
+        common = dict(dtype=settings["dtype"], precision=settings["precision"], seq=settings["seq"], warmup=settings["warmup"],
+                      steps=settings["steps"], peak_flops=peak)
+        for label, peft in (("sft_lora_packed", LORA), ("sft_full_packed", FULL)):
+            r = measure_sft(model_dir, device, peft=peft, **common)
+            rows.append({"model": model_name, "measurement": label, **r})
+            print(f"[bench] {model_name} {label}: {r['tokens_per_s']:.0f} tok/s", flush=True)
+        d = measure_distill_ratio(model_dir, device, dtype=settings["dtype"], precision=settings["precision"], micro_batch=settings["distill_micro_batch"],
+                                  k=settings["k"], warmup=settings["warmup"], steps=settings["steps"])
+        rows.append({"model": model_name, "measurement": f"distill_k{settings['k']}_shared_vs_sft_lora_padded", **d})
+        ratios[f"{model_name} distill_k{settings['k']}_shared/sft step"] = d["ratio"]
+        g = measure_generation(model_dir, device, dtype=settings["dtype"], prompts=settings["prompts"],
+                               max_new_tokens=settings["max_new_tokens"], batch_size=settings["gen_batch_size"])
+        rows.append({"model": model_name, "measurement": "generate_hf_ifeval", **g})
+        print(f"[bench] {model_name} generation: {g['prompts']} prompts in {g['generate_s']:.1f} s", flush=True)
+        torch.cuda.empty_cache() if torch.cuda.is_available() else None
+    return {"settings": settings, "device": {"name": name, "peak_bf16_flops": peak}, "rows": rows, "ratios": ratios}
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The rows as one Markdown table (what gpu_check prints)."""
+    def f(v, fmt):
+        return "-" if v is None else format(v, fmt)
+
+    lines = ["| model | measurement | tokens/s | step s | MFU | ratio | time s | peak GiB |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['measurement']} | {f(r.get('tokens_per_s'), '.0f')} | "
+                     f"{f(r.get('step_s', r.get('distill_step_s')), '.4f')} | {f(r.get('mfu'), '.3f')} | "
+                     f"{f(r.get('ratio'), '.2f')} | {f(r.get('generate_s'), '.2f')} | {f(r.get('peak_mem_gib'), '.2f')} |")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    from ifdistill.paths import cache_dir
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cpu-smoke", action="store_true", help="tiny shapes, a few steps, on CPU")
+    ap.add_argument("--device", default=None, help="default: cuda (cpu with --cpu-smoke)")
+    ap.add_argument("--models-root", default=None, help="where the random-init models are built (default: cache)")
+    ap.add_argument("--only", nargs="*", default=(), help="model names to run (default: all)")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    import torch
+
+    if not args.cpu_smoke and args.device is None and not torch.cuda.is_available():
+        print("[bench] no CUDA device is visible: running the CPU smoke (--cpu-smoke) instead")
+        args.cpu_smoke = True
+    device = args.device or ("cpu" if args.cpu_smoke else "cuda")
+    root = Path(args.models_root) if args.models_root else cache_dir() / "bench-gpu-models"
+    out = run_benchmark(smoke=args.cpu_smoke, device=device, models_root=root, only=args.only)
+    print(table(out["rows"]))
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""CI's run of the GPU kit: ``scripts/gpu_check.py --cpu-smoke`` as a user starts it, and its JSON.
+
+The smoke runs the benchmark's very functions on tiny shapes on CPU and ``pytest -m gpu`` (collected and,
+without CUDA, skipped with the reason), so the kit cannot rot while no GPU is lent. The checks are about
+the report's consistency -- every field present, every number finite, the counts adding up, each derived
+value equal to what it is derived from -- not about speed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+MEASUREMENTS = {"sft_lora_packed", "sft_full_packed", "distill_k4_shared_vs_sft_lora_padded", "generate_hf_ifeval"}
+
+
+def _finite_positive(row: dict, *keys: str) -> None:
+    for k in keys:
+        assert isinstance(row[k], (int, float)) and math.isfinite(row[k]) and row[k] > 0, (row["measurement"], k, row[k])
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("gpu-check") / "smoke.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--cpu-smoke", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=840)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "| model | measurement |" in proc.stdout  # the one table
+    return json.loads(out.read_text())
+
+
+def test_report_header_and_test_counts(smoke):
+    assert smoke["schema"] == 1 and smoke["mode"] == "cpu-smoke" and smoke["ok"] is True
+    assert smoke["install"] == {"skipped": True}
+    assert math.isfinite(smoke["seconds"]) and smoke["seconds"] > 0
+    t = smoke["tests"]
+    assert t["collected"] == t["passed"] + t["failed"] + t["errors"] + t["skipped"] and t["collected"] > 0
+    assert t["failed"] == t["errors"] == 0
+    if not torch.cuda.is_available():  # every GPU test collected and skipped, each with the stated reason
+        assert smoke["device"]["cuda"] is False
+        assert t["skipped"] == t["collected"] == sum(t["skip_reasons"].values())
+        assert all("needs a CUDA GPU" in r or "needs 2 CUDA GPUs" in r for r in t["skip_reasons"])
+
+
+def test_benchmark_rows_are_complete_finite_and_consistent(smoke):
+    bench = smoke["bench"]
+    s = bench["settings"]
+    models = sorted({r["model"] for r in bench["rows"]})
+    assert models == ["smoke-qwen2", "smoke-qwen3"]
+    for model in models:
+        rows = {r["measurement"]: r for r in bench["rows"] if r["model"] == model}
+        assert set(rows) == MEASUREMENTS
+        lora, full = rows["sft_lora_packed"], rows["sft_full_packed"]
+        for r in (lora, full):
+            _finite_positive(r, "tokens_per_step", "step_s", "tokens_per_s", "model_flops_per_step", "loss_first", "loss_last")
+            assert r["tokens_per_step"] <= s["seq"] and r["steps"] == s["steps"]
+            assert r["tokens_per_s"] == pytest.approx(r["tokens_per_step"] / r["step_s"], rel=1e-9)
+            assert r["mfu"] is None and r["peak_mem_gib"] is None  # CPU: no peak FLOP/s, no GPU memory
+        assert full["trainable_params"] == full["params"] == lora["params"] - lora["trainable_params"] > 0
+        # same packed rows; full fine-tuning counts the weight gradients too (c = 6 against 4), LoRA adds
+        # 6 FLOPs per adapter parameter per token: so the ratio lies strictly between 1 and 6/4
+        assert lora["tokens_per_step"] == full["tokens_per_step"]
+        assert 1.0 < full["model_flops_per_step"] / lora["model_flops_per_step"] < 1.5
+        d = rows["distill_k4_shared_vs_sft_lora_padded"]
+        _finite_positive(d, "sft_step_s", "distill_step_s", "ratio", "student_tokens_per_step")
+        assert d["ratio"] == pytest.approx(d["distill_step_s"] / d["sft_step_s"], rel=1e-9) and d["k"] == s["k"]
+        assert bench["ratios"][f"{model} distill_k4_shared/sft step"] == d["ratio"]
+        g = rows["generate_hf_ifeval"]
+        _finite_positive(g, "generate_s", "tokens_per_s", "generated_tokens")
+        assert g["prompts"] == s["prompts"] and g["generated_tokens"] <= g["prompts"] * g["max_new_tokens"]
+    assert len(bench["ratios"]) == len(models)
