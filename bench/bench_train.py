@@ -35,6 +35,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MBS, LR, R, ALPHA = 8, 2e-4, 16, 32
+
+
+def chunk_size():
+    """The configured default ``logit_chunk_size`` (conf/train.yaml): the modules run as training runs them."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.load(ROOT / "conf" / "train.yaml").get("logit_chunk_size")
 ROW = 512  # packed row length (both sides): one dense attention mask per row, so rows stay short on CPU
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
@@ -65,7 +72,7 @@ def worker_ifdistill(steps: int, warmup: int, n: int, packing: bool) -> dict:
     pl.seed_everything(0, verbose=False)
     model = {"name_or_path": "builtin:tiny"}
     module = SFTModule(model, {"method": "lora", "r": R, "alpha": ALPHA, "target_modules": TARGETS},
-                       {"lr": LR, "schedule": "constant"})
+                       {"lr": LR, "schedule": "constant"}, logit_chunk_size=chunk_size())
     dm = TrainDataModule(data_cfg(n), model, micro_batch_size=MBS, packing=packing, max_row_tokens=ROW)
     times, tokens = [], []
 
@@ -130,7 +137,8 @@ def worker_sft_vs_trl(steps: int, warmup: int, n: int) -> dict:
     tokens = [int(b["attention_mask"].sum()) for b in padded]
 
     torch.manual_seed(0)
-    ours = SFTModule(model_cfg, {"method": "lora", "r": R, "alpha": ALPHA, "target_modules": TARGETS})
+    ours = SFTModule(model_cfg, {"method": "lora", "r": R, "alpha": ALPHA, "target_modules": TARGETS},
+                     logit_chunk_size=chunk_size())
     ours_opt = torch.optim.AdamW([p for p in ours.parameters() if p.requires_grad], lr=LR)
     path = resolve_model_path("builtin:tiny")
     args = SFTConfig(output_dir=os.environ.get("BENCH_TMP", "/tmp/bench-trl"), per_device_train_batch_size=MBS,
@@ -193,8 +201,9 @@ def worker_distill(steps: int, warmup: int, n: int) -> dict:
         it = iter(dm.train_dataloader())
         batches[name] = [next(it) for _ in range(warmup + steps)]
         torch.manual_seed(0)
-        modules[name] = (SFTModule(model, peft) if k is None
-                         else ICLDistillModule(model, peft, kd_ratio=0.5, teacher="frozen_initial"))
+        modules[name] = (SFTModule(model, peft, logit_chunk_size=chunk_size()) if k is None
+                         else ICLDistillModule(model, peft, kd_ratio=0.5, teacher="frozen_initial",
+                                               logit_chunk_size=chunk_size()))
         optims[name] = torch.optim.AdamW([p for p in modules[name].parameters() if p.requires_grad], lr=LR)
     times: dict[str, list[float]] = {name: [] for name in variants}
     teacher_tokens: dict[str, int] = {name: 0 for name in variants}

@@ -2,7 +2,7 @@
 
 Why: the objective needs ``(N, V)`` logits for the student and the teacher at the N supervised
 positions. At Qwen3's vocabulary (V = 151,936) one fp32 copy is 0.6 MB per token, and a loss with its
-softmax buffers holds several copies at once: ~8 GB above its inputs at N = 2,048 (issue 21). Here
+softmax buffers holds several copies at once: ~8 GB above its inputs at N = 2,048. Here
 the head is applied to ``chunk_size`` positions at a time; each chunk's logits, softmax buffers and
 logit gradient live only while that chunk is processed.
 
@@ -10,21 +10,30 @@ Design: the gradient is computed *in the forward pass*, chunk by chunk (as fused
 kernels do), not recomputed in backward. For each chunk: logits ``= head(h_c)`` (the weight's own
 dtype, then float32, as the unchunked path computes them), the teacher's logits under ``no_grad``, the
 per-chunk objective and sums (any function of ``(student_logits, targets, teacher_logits)``: the fused
-forward-KL path, or the general divergences), ``dL/dlogits`` by autograd on that chunk alone, then
-``dL/dh_c = g @ W`` and ``dL/dW += g^T @ h_c``. Backward only scales the stored gradients by the
-incoming gradient. Recomputing in backward would run the head and the softmax twice (~1.5x the
-objective's time); this way the count of passes over the logits equals the unchunked path's.
+forward-KL path, or the general divergences), ``g = dL/dlogits`` by autograd on that chunk alone, then
+``dL/dh_c = g @ W`` and ``dL/dW += g^T @ h_c`` (and, for a LoRA adapter on the head, the same for its
+two factors). Backward only scales the stored gradients by the incoming gradient. Recomputing in
+backward would run the head and the softmax twice (~1.5x the objective's time); this way the count of
+passes over the logits equals the unchunked path's.
 
-It needs the head's weight as a plain tensor (:func:`plain_head`): ``nn.Linear`` (tied or not) whose
-parameters are whole on this rank -- single process, DDP, DeepSpeed ZeRO-1/2. A head that carries a
-LoRA adapter, or whose weight is partitioned (ZeRO-3) or a DTensor (FSDP2), is applied unchunked
-(:meth:`ifdistill.train.sft_module.SFTModule.head_objective` falls back and warns once).
+Sharded heads. The objective runs *as the head module's forward* (:func:`call_as_forward`), called
+from inside the forward of :class:`~ifdistill.train.modeling.SelectiveLM`. Whatever a strategy hooks
+onto those calls therefore happens as for a plain ``lm_head(hidden)``: FSDP2 has unsharded the root's
+parameters (the head among them) for the root's forward, and reduce-scatters the head's gradient after
+backward; ZeRO-3 gathers the head's weight around the head's call, gathers it again before the head's
+backward and reduce-scatters the gradient the backward returns. ZeRO-1/2 and DDP see plain tensors.
+
+Not chunked (:func:`unchunkable`; the caller then runs the unchunked path and says why, once): a head
+that is neither ``nn.Linear`` nor a plain PEFT LoRA ``Linear`` (one active adapter, no DoRA-style
+variant, not merged), and a LoRA-adapted head under ZeRO-3, whose base and adapter weights belong to
+submodules that ZeRO-3 gathers only around *their own* calls.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import nn
@@ -34,87 +43,222 @@ ChunkObjective = Callable[[torch.Tensor, torch.Tensor, Optional[torch.Tensor]],
                           tuple[torch.Tensor, dict[str, torch.Tensor]]]
 
 
-def plain_head(head: nn.Module) -> Optional[tuple[torch.Tensor, Optional[torch.Tensor]]]:
-    """``(weight, bias)`` of an LM head that can be applied outside its module, else ``None``."""
-    if type(head) is not nn.Linear:  # a PEFT-wrapped head (LoRA on lm_head) has its own forward
+@dataclasses.dataclass(frozen=True)
+class Head:
+    """An LM head as tensors: ``logits = h W^T + b + scaling * (dropout(h) A^T) B^T`` (the last term with LoRA)."""
+
+    weight: torch.Tensor
+    bias: Optional[torch.Tensor] = None
+    lora_a: Optional[torch.Tensor] = None  # (r, H)
+    lora_b: Optional[torch.Tensor] = None  # (V, r)
+    scaling: float = 1.0
+    dropout: Optional[nn.Module] = None
+
+    def base(self) -> "Head":
+        """The head without its adapter (PEFT's ``disable_adapter``)."""
+        return Head(self.weight, self.bias)
+
+    def logits(self, h: torch.Tensor, dropped: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Float32 logits computed as the module computes them (``dropped``: ``dropout(h)``, default ``h``)."""
+        out = nn.functional.linear(h, self.weight, self.bias)
+        if self.lora_a is not None:
+            d = (h if dropped is None else dropped).to(self.lora_a.dtype)
+            out = (out + nn.functional.linear(nn.functional.linear(d, self.lora_a), self.lora_b) * self.scaling
+                   ).to(out.dtype)
+        return out.float()
+
+
+def _lora_adapter(head: nn.Module) -> Optional[str]:
+    """The one active, plain LoRA adapter of a PEFT ``Linear``; raises ``ValueError`` when there is none such."""
+    if head.merged:
+        raise ValueError("its adapter is merged into the weight")
+    if head.disable_adapters:
         return None
+    active = [a for a in head.active_adapters if a in head.lora_A.keys()]
+    if len(active) != 1:
+        raise ValueError(f"it has {len(active)} active adapters")
+    if active[0] in getattr(head, "lora_variant", {}):
+        raise ValueError("its adapter is a LoRA variant (DoRA, ...)")
+    return active[0]
+
+
+def _is_lora_linear(head: nn.Module) -> bool:
+    try:
+        from peft.tuners.lora import Linear as LoraLinear
+    except ImportError:  # peft is a dependency; without it no head is adapted
+        return False
+    return isinstance(head, LoraLinear)
+
+
+def unchunkable(head: nn.Module) -> Optional[str]:
+    """Why ``head`` cannot go through :func:`chunked_head_objective` (``None``: it can)."""
+    if _is_lora_linear(head):
+        if type(head.base_layer) is not nn.Linear:
+            return f"its LoRA wraps a {type(head.base_layer).__name__}, not nn.Linear"
+        try:
+            _lora_adapter(head)
+        except ValueError as e:
+            return f"the LM head is LoRA-adapted and {e}"
+        if any(hasattr(p, "ds_id") for p in head.parameters()):
+            return ("the LM head is LoRA-adapted under ZeRO-3, which gathers the base and adapter weights only "
+                    "around their own submodules' calls")
+        return None
+    if type(head) is not nn.Linear:
+        return f"the LM head is a {type(head).__name__}, not nn.Linear"
+    return None
+
+
+def head_tensors(head: nn.Module) -> Head:
+    """The tensors of a head :func:`unchunkable` accepts, as they are *now* (gathered inside a sharded call)."""
+    if _is_lora_linear(head):
+        base = head_tensors(head.base_layer)
+        name = _lora_adapter(head)
+        if name is None:
+            return base
+        return Head(base.weight, base.bias, head.lora_A[name].weight, head.lora_B[name].weight,
+                    float(head.scaling[name]), head.lora_dropout[name])
     w = head.weight
-    if type(w) is not nn.Parameter and type(w) is not torch.Tensor:  # FSDP2's DTensor parameters
-        return None
-    if getattr(w, "ds_status", None) is not None or w.dim() != 2 or w.numel() == 0:  # ZeRO-3 partitioned
-        return None
-    return w, head.bias
+    if type(w) not in (nn.Parameter, torch.Tensor) or w.dim() != 2 or w.numel() == 0:
+        raise RuntimeError(f"the LM head's weight is not whole here ({type(w).__name__} of shape {tuple(w.shape)}): "
+                           "the chunked objective must run inside the head's call (call_as_forward)")
+    return Head(w, head.bias)
+
+
+def call_as_forward(module: nn.Module, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` run as ``module``'s forward, inside ``module.__call__``, so that a strategy's hooks on the
+    module (ZeRO-3's gather before forward and before backward, gradient reduction after) surround it."""
+    module.forward = fn  # an instance attribute shadows the class's forward for this one call
+    try:
+        return module(*args)
+    finally:
+        del module.forward
+
+
+def chunked_sums(hidden: torch.Tensor, head: nn.Module, targets: torch.Tensor,
+                 stats: Callable[[torch.Tensor, torch.Tensor], dict[str, torch.Tensor]], *,
+                 chunk_size: Optional[int]) -> dict[str, torch.Tensor]:
+    """``stats(logits, targets)`` summed over chunks of ``chunk_size`` rows (``None``: one chunk), no gradient.
+
+    Held-out metrics need no gradient, so any head works: each chunk goes through the head class's own
+    forward, inside one :func:`call_as_forward` (one gather of a ZeRO-3 head for all chunks)."""
+
+    def forward(h: torch.Tensor) -> dict[str, torch.Tensor]:
+        step = chunk_size or max(h.shape[0], 1)
+        sums: dict[str, torch.Tensor] = {}
+        for start in range(0, max(h.shape[0], 1), step):
+            logits = type(head).forward(head, h[start:start + step]).float()
+            for k, v in stats(logits, targets[start:start + step]).items():
+                sums[k] = sums[k] + v if k in sums else v
+        return sums
+
+    with torch.no_grad():
+        return call_as_forward(head, forward, hidden)
 
 
 class _ChunkedHead(torch.autograd.Function):
-    """Forward returns the summed loss and the logged sums; the gradients are computed there too."""
+    """Forward returns the summed loss and the logged sums; the gradients are computed there too.
+
+    Inputs: hidden ``(N, H)``, its dropped copy for the adapter (or ``None``), the weight, bias and
+    the adapter's two factors (or ``None``); ``run`` computes ``(loss, grads in that order, sums)``.
+    """
 
     @staticmethod
-    def forward(ctx, hidden, weight, bias, run):
-        loss, grads, sums = run(hidden, weight, bias)
+    def forward(ctx, run, hidden, dropped, weight, bias, lora_a, lora_b):
+        loss, grads, sums = run(hidden, dropped, weight, bias, lora_a, lora_b)
         ctx.save_for_backward(*grads)
-        ctx.param_dtypes = (weight.dtype, bias.dtype if bias is not None else None)
+        ctx.dtypes = [t.dtype if t is not None else None for t in (hidden, dropped, weight, bias, lora_a, lora_b)]
         ctx.mark_non_differentiable(*sums.values())
         return (loss, *sums.values())
 
     @staticmethod
     def backward(ctx, grad_loss, *unused):
-        grad_h, grad_w, grad_b = ctx.saved_tensors
-        w_dtype, b_dtype = ctx.param_dtypes  # the head's gradients are accumulated in float32
-        return (grad_h * grad_loss.to(grad_h.dtype) if ctx.needs_input_grad[0] else None,
-                (grad_w * grad_loss).to(w_dtype) if ctx.needs_input_grad[1] else None,
-                (grad_b * grad_loss).to(b_dtype) if ctx.needs_input_grad[2] else None,
-                None)
+        out = [None]  # run
+        for need, g, dtype in zip(ctx.needs_input_grad[1:], ctx.saved_tensors, ctx.dtypes):
+            # the parameters' gradients are accumulated in float32 and returned in their dtype
+            out.append((g * grad_loss.to(g.dtype)).to(dtype) if need else None)
+        return tuple(out)
 
 
-def chunked_head_objective(hidden: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
-                           targets: torch.Tensor, objective: ChunkObjective, *, chunk_size: int,
-                           teacher_hidden: Optional[torch.Tensor] = None,
-                           teacher_head: Optional[tuple[torch.Tensor, Optional[torch.Tensor]]] = None,
-                           ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """``objective`` over ``(N, H)`` hidden states through the head ``(weight, bias)``, ``chunk_size`` rows at a time.
+def chunked_head_objective(hidden: torch.Tensor, head: Head, targets: torch.Tensor, objective: ChunkObjective, *,
+                           chunk_size: int, teacher_hidden: Optional[torch.Tensor] = None,
+                           teacher_head: Optional[Head] = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """``objective`` over ``(N, H)`` hidden states through ``head``, ``chunk_size`` rows at a time.
 
-    Equals ``objective(F.linear(hidden, weight, bias).float(), targets, teacher_logits)`` in value,
-    sums and gradients (with respect to ``hidden``, ``weight`` and ``bias``) up to float32 summation
-    order; never holds more than one chunk's ``(chunk_size, V)`` logits. ``teacher_hidden`` goes
-    through ``teacher_head`` (default: the student's head) under ``no_grad``.
+    Equals ``objective(head(hidden), targets, teacher_logits)`` in value, sums and gradients (with
+    respect to ``hidden`` and every tensor of ``head``) up to float32 summation order; never holds more
+    than one chunk's ``(chunk_size, V)`` logits. ``teacher_hidden`` goes through ``teacher_head``
+    (default: the student's head) under ``no_grad``. A LoRA head's dropout is applied to all N rows at
+    once, before chunking, so it draws the same random numbers as the unchunked module.
     """
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
-    t_weight, t_bias = teacher_head if teacher_head is not None else (weight, bias)
-
+    teacher_head = teacher_head if teacher_head is not None else head
+    lora = head.lora_a is not None
+    dropped = None
+    if lora:
+        d_in = hidden.to(head.lora_a.dtype)
+        dropped = head.dropout(d_in) if head.dropout is not None else d_in
+    shared = (teacher_hidden is not None and not lora and teacher_head.lora_a is None
+              and teacher_head.weight is head.weight and teacher_head.bias is head.bias)
     names: list[str] = []  # the order of the sums, known once run() has seen the objective's output
 
-    def run(h: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor]):
+    def zeros_like(t: Optional[torch.Tensor], dtype: Optional[torch.dtype] = torch.float32) -> torch.Tensor:
+        if t is None or not t.requires_grad:
+            return hidden.new_zeros(())
+        return torch.zeros(t.shape, dtype=dtype or t.dtype, device=t.device)
+
+    def run(h, d, w, b, a, bb):
         n = h.shape[0]
-        grad_h = torch.zeros_like(h)
-        grad_w = torch.zeros(w.shape, dtype=torch.float32, device=w.device) if w.requires_grad else w.new_zeros(())
-        grad_b = (torch.zeros(b.shape, dtype=torch.float32, device=b.device)
-                  if b is not None and b.requires_grad else h.new_zeros(()))
+        grad_h, grad_d = zeros_like(h, None), zeros_like(d, None)
+        grad_w, grad_b, grad_a, grad_bb = zeros_like(w), zeros_like(b), zeros_like(a), zeros_like(bb)
+        w_, b_ = w.detach(), None if b is None else b.detach()
+        a_, bb_ = (a.detach(), bb.detach()) if lora else (None, None)
+        s = head.scaling
         loss = torch.zeros((), dtype=torch.float32, device=h.device)
         sums: dict[str, torch.Tensor] = {}
         for start in range(0, max(n, 1), chunk_size):
-            h_c = h[start:start + chunk_size].detach()
+            rows = slice(start, start + chunk_size)
+            h_c = h[rows].detach()
+            d_c = d[rows].detach() if lora else None
             t_c = None
-            if teacher_hidden is not None:
-                t_c = nn.functional.linear(teacher_hidden[start:start + chunk_size], t_weight, t_bias).float()
+            if shared:  # the teacher reads the same weight: one pass over it for both sides
+                both = nn.functional.linear(torch.cat([h_c, teacher_hidden[rows].to(h_c.dtype)]), w_, b_)
+                base, t_c = both[:h_c.shape[0]], both[h_c.shape[0]:].float()
+                del both
+            else:
+                if teacher_hidden is not None:
+                    with torch.no_grad():
+                        t_c = teacher_head.logits(teacher_hidden[rows])
+                base = nn.functional.linear(h_c, w_, b_)
+            u_c = nn.functional.linear(d_c, a_) if lora else None
             with torch.enable_grad():
-                logits = nn.functional.linear(h_c, w.detach(), None if b is None else b.detach()).float()
+                logits = ((base + nn.functional.linear(u_c, bb_) * s).to(base.dtype) if lora else base).float()
                 logits.requires_grad_(True)
-                loss_c, stats_c = objective(logits, targets[start:start + chunk_size], t_c)
+                loss_c, stats_c = objective(logits, targets[rows], t_c)
                 (g,) = torch.autograd.grad(loss_c, logits) if loss_c.requires_grad else (torch.zeros_like(logits),)
-            g = g.to(w.dtype)
-            grad_h[start:start + chunk_size] = g @ w.detach()
+            del logits, base, t_c
+            if h.requires_grad:
+                grad_h[rows] = g.to(w_.dtype) @ w_
             if w.requires_grad:
-                grad_w.addmm_(g.t().float(), h_c.float())
+                grad_w.addmm_(g.t(), h_c.float())
             if b is not None and b.requires_grad:
-                grad_b += g.float().sum(0)
+                grad_b += g.sum(0)
+            if lora:
+                gs = (g * s).to(bb_.dtype)
+                g_u = gs @ bb_  # dL/du, (c, r)
+                if d.requires_grad:
+                    grad_d[rows] = g_u @ a_
+                if a.requires_grad:
+                    grad_a.addmm_(g_u.t().float(), d_c.float())
+                if bb.requires_grad:
+                    grad_bb.addmm_(gs.t().float(), u_c.float())
             loss += loss_c.detach().float()
             for k, v in stats_c.items():
                 sums[k] = sums[k] + v.detach() if k in sums else v.detach().clone()
-            del logits, g, t_c
+            del g
         names.extend(sums)
-        return loss, (grad_h, grad_w, grad_b), sums
+        return loss, (grad_h, grad_d, grad_w, grad_b, grad_a, grad_bb), sums
 
-    loss, *values = _ChunkedHead.apply(hidden, weight, bias, run)
+    loss, *values = _ChunkedHead.apply(run, hidden, dropped, head.weight, head.bias,
+                                       head.lora_a if lora else None, head.lora_b if lora else None)
     return loss, dict(zip(names, values))

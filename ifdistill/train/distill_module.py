@@ -39,6 +39,7 @@ from typing import Any, Optional
 
 import torch
 
+from ifdistill.train.chunked_head import Head, head_tensors
 from ifdistill.train.losses import DIVERGENCES, ce_kd_with_stats, divergence, token_stats
 from ifdistill.train.modeling import SelectiveLM, adapter_disabled, build_model, is_peft
 from ifdistill.train.sft_module import STAT_KEYS, SFTModule
@@ -157,8 +158,15 @@ class ICLDistillModule(SFTModule):
         return self.head_objective(
             lambda head: self.lm(batch["input_ids"], rows, s_cols, attention_mask=batch.get("attention_mask"), head=head),
             targets, self.loss_from_logits,
-            teacher=lambda head: self.teacher_logits(batch, rows, t_cols, head=head),
-            teacher_head=self._teacher()[0].output_head())
+            teacher=lambda head: self.teacher_logits(batch, rows, t_cols, head=head), teacher_head=self.teacher_head)
+
+    def teacher_head(self, student: Head) -> Head:
+        """The teacher's LM head as tensors, given the student's (gathered where the strategy shards it):
+        a frozen copy's own head, the student's head without its adapter (``frozen_initial`` with LoRA),
+        or the student's head itself (``self_stopgrad``)."""
+        if self._frozen:
+            return head_tensors(self._frozen[0].output_head())
+        return student.base() if self.teacher_kind == "frozen_initial" else student
 
     def loss_from_logits(self, s_logits: torch.Tensor, targets: torch.Tensor,
                          t_logits: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

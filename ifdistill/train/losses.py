@@ -5,9 +5,12 @@ same leading shape that are *already aligned* -- ``logits[i]`` predicts ``labels
 label is ``ignore_index`` count for nothing. ``reduction="mean"`` averages over the counted tokens,
 ``"sum"`` sums them, ``"none"`` returns per-position values (0 where ignored).
 
-The causal shift lives in exactly one place, :func:`shift_for_causal_lm`: logits at position ``t``
+The causal shift lives in exactly one place, :func:`supervised_positions`: logits at position ``t``
 predict the token at ``t + 1``. Training code selects supervised positions *before* the LM head
-(``ifdistill.train.modeling.SelectiveLM``), so it passes ``(N, V)`` logits and ``(N,)`` targets.
+(``ifdistill.train.modeling.SelectiveLM``), so it passes ``(N, V)`` logits and ``(N,)`` targets. The
+objective is :func:`ce_kd_with_stats` (one fused pass); the non-default divergences add
+:func:`divergence`; plain one-formula references of the losses live with the tests
+(``tests/unit/train/reference_losses.py``).
 
 Why sums matter: a batch-level metric must be ``sum over tokens / number of tokens`` across every
 micro-batch and rank. A mean of per-batch means weights a 3-token batch like a 300-token one, so the
@@ -40,11 +43,6 @@ IGNORE_INDEX = -100
 DIVERGENCES = ("forward", "reverse", "jsd")
 
 
-def shift_for_causal_lm(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Align ``(B, L, V)`` logits with unshifted ``(B, L)`` labels: drop the last logit and the first label."""
-    return logits[..., :-1, :], labels[..., 1:]
-
-
 def supervised_positions(labels: torch.Tensor, ignore_index: int = IGNORE_INDEX) -> tuple[torch.Tensor, torch.Tensor]:
     """``(rows, cols)`` of the logits that predict a supervised token of unshifted ``(B, L)`` labels,
     in row-major order; the targets are ``labels[rows, cols + 1]``."""
@@ -63,32 +61,6 @@ def _reduce(values: torch.Tensor, keep: torch.Tensor, reduction: str) -> torch.T
     raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
-def cross_entropy(logits: torch.Tensor, labels: torch.Tensor, *, ignore_index: int = IGNORE_INDEX,
-                  reduction: str = "mean") -> torch.Tensor:
-    """Teacher-forced cross-entropy (nats) of the labels under the logits, computed in float32."""
-    keep = labels != ignore_index
-    nll = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1),
-                          ignore_index=ignore_index, reduction="none").reshape(labels.shape)
-    return _reduce(nll, keep, reduction)
-
-
-def token_accuracy(logits: torch.Tensor, labels: torch.Tensor, *, ignore_index: int = IGNORE_INDEX,
-                   reduction: str = "mean") -> torch.Tensor:
-    """Teacher-forced top-1 accuracy: does the argmax equal the label (ties: the lowest id wins)."""
-    keep = labels != ignore_index
-    correct = (logits.argmax(dim=-1) == labels).to(torch.float32)
-    return _reduce(correct, keep, reduction)
-
-
-def token_entropy(logits: torch.Tensor, labels: torch.Tensor, *, ignore_index: int = IGNORE_INDEX,
-                  reduction: str = "mean") -> torch.Tensor:
-    """Entropy (nats) of the predictive distribution at the positions whose label is counted."""
-    keep = labels != ignore_index
-    logp = F.log_softmax(logits.float(), dim=-1)
-    ent = -(logp.exp() * logp).sum(dim=-1)
-    return _reduce(ent, keep, reduction)
-
-
 def token_stats(logits: torch.Tensor, labels: torch.Tensor, *, ignore_index: int = IGNORE_INDEX) -> dict[str, torch.Tensor]:
     """Sums for aggregation: ``nll``, ``correct``, ``entropy`` and the token ``count`` (all float32 scalars,
     detached). One log-softmax serves all three."""
@@ -103,25 +75,37 @@ def token_stats(logits: torch.Tensor, labels: torch.Tensor, *, ignore_index: int
                 "entropy": _reduce(ent, keep, "sum"), "count": keep.sum().to(torch.float32)}
 
 
+def _row_dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``(a * b).sum(-1)`` as a batched matrix product: no ``(..., V)`` temporary."""
+    v = a.shape[-1]
+    return torch.bmm(a.reshape(-1, 1, v), b.reshape(-1, v, 1)).reshape(a.shape[:-1])
+
+
 class _SoftmaxLosses(torch.autograd.Function):
     """Forward: one log-softmax per side feeds the loss and every statistic. Backward: the closed form
     ``w * (p_s - (1 - r) * onehot - r * p_t)`` from the saved probabilities (no log-softmax backward)."""
 
     @staticmethod
     def forward(ctx, logits, safe, weight, teacher_logits, kd_ratio):
-        logp = F.log_softmax(logits, dim=-1)
-        p = logp.exp()
-        nll = -logp.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
-        sums = {"nll": (nll * weight).sum(), "entropy": -(torch.linalg.vecdot(p, logp) * weight).sum()}
-        loss = sums["nll"].clone()
+        # The teacher's side first, its log-probabilities freed before the student's exist: at most five
+        # (N, V) tensors live at once (both logits, p_t, log p_s, p_s), and the row dot products make none.
         tp = None
+        sums = {}
         if teacher_logits is not None:
             tlogp = F.log_softmax(teacher_logits, dim=-1)
             tp = tlogp.exp()
-            t_neg_ent = torch.linalg.vecdot(tp, tlogp)
-            kd = t_neg_ent - torch.linalg.vecdot(tp, logp)  # KL(p_t || p_s) = sum p_t log p_t - sum p_t log p_s
+            t_neg_ent = _row_dot(tp, tlogp)
+            teacher_nll = -(tlogp.gather(-1, safe.unsqueeze(-1)).squeeze(-1) * weight).sum()
+            del tlogp
+        logp = F.log_softmax(logits, dim=-1)
+        p = logp.exp()
+        nll = -logp.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+        sums.update(nll=(nll * weight).sum(), entropy=-(_row_dot(p, logp) * weight).sum())
+        loss = sums["nll"].clone()
+        if tp is not None:
+            kd = t_neg_ent - _row_dot(tp, logp)  # KL(p_t || p_s) = sum p_t log p_t - sum p_t log p_s
             sums["kd"] = (kd * weight).sum()
-            sums["teacher_nll"] = -(tlogp.gather(-1, safe.unsqueeze(-1)).squeeze(-1) * weight).sum()
+            sums["teacher_nll"] = teacher_nll
             sums["teacher_entropy"] = -(t_neg_ent * weight).sum()
             loss = kd_ratio * sums["kd"] + (1.0 - kd_ratio) * sums["nll"]
         ctx.kd_ratio = kd_ratio
@@ -145,8 +129,8 @@ def ce_kd_with_stats(logits: torch.Tensor, labels: torch.Tensor, teacher_logits:
                      kd_ratio: float = 0.0, ignore_index: int = IGNORE_INDEX) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The training objective and its token sums in one pass over ``(N, V)`` logits.
 
-    Without a teacher: the sum of the cross-entropy over the counted tokens (what
-    ``cross_entropy(..., reduction="sum")`` computes) and the :func:`token_stats` sums. With one:
+    Without a teacher: the sum of the cross-entropy over the counted tokens and the
+    :func:`token_stats` sums. With one:
     ``kd_ratio * sum KL(teacher || student) + (1 - kd_ratio) * sum CE`` (forward KL, temperature 1, no
     top-k: the default distillation setting) plus ``kd``/``ce`` and the teacher's ``teacher_*`` sums.
 
@@ -154,7 +138,7 @@ def ce_kd_with_stats(logits: torch.Tensor, labels: torch.Tensor, teacher_logits:
     over the ``(N, V)`` logits (a log-softmax for the loss, another for the metrics, the log-softmax
     backward, ...), which is ~10% of a small model's SFT step on CPU. Here each side gets one
     log-softmax and one exp, the gradient is the closed form above, and the metrics reuse the same
-    probabilities. Values equal the reference functions up to float rounding (unit-tested).
+    probabilities. Values equal the tests' reference functions up to float rounding.
     """
     if not 0.0 <= kd_ratio <= 1.0:
         raise ValueError(f"kd_ratio must be in [0, 1], got {kd_ratio}")
@@ -216,16 +200,3 @@ def divergence(student_logits: torch.Tensor, teacher_logits: torch.Tensor, label
                                          s + torch.log(torch.tensor(1.0 - beta))]), dim=0)
         per = beta * _kl(t, m) + (1.0 - beta) * _kl(s, m)
     return _reduce(per * (temperature ** 2), keep, reduction)
-
-
-def distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, labels: torch.Tensor, *,
-                      kd_ratio: float, kind: str = "forward", beta: float = 0.5, temperature: float = 1.0,
-                      topk: Optional[int] = None, ignore_index: int = IGNORE_INDEX,
-                      reduction: str = "mean") -> torch.Tensor:
-    """``kd_ratio * divergence + (1 - kd_ratio) * cross-entropy`` over the counted positions."""
-    if not 0.0 <= kd_ratio <= 1.0:
-        raise ValueError(f"kd_ratio must be in [0, 1], got {kd_ratio}")
-    kd = divergence(student_logits, teacher_logits, labels, kind=kind, beta=beta, temperature=temperature,
-                    topk=topk, ignore_index=ignore_index, reduction=reduction)
-    ce = cross_entropy(student_logits, labels, ignore_index=ignore_index, reduction=reduction)
-    return kd_ratio * kd + (1.0 - kd_ratio) * ce

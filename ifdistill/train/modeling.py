@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
 import torch
@@ -181,9 +181,11 @@ class SelectiveLM(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, *,
                 attention_mask: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
-                prefix_ids: Optional[torch.Tensor] = None, head: bool = True) -> torch.Tensor:
-        """``(N, V)`` float32 logits at ``(rows, cols)``; ``head=False``: the ``(N, H)`` hidden states there
-        (for :mod:`ifdistill.train.chunked_head`, which applies the head chunk by chunk)."""
+                prefix_ids: Optional[torch.Tensor] = None, head: bool | Callable[[torch.Tensor, nn.Module], Any] = True
+                ) -> Any:
+        """``(N, V)`` float32 logits at ``(rows, cols)``; ``head=False``: the ``(N, H)`` hidden states there;
+        ``head=fn``: ``fn(hidden states, LM head module)``, run inside this forward -- where FSDP2 has the
+        root's parameters (the head's among them) unsharded (:mod:`ifdistill.train.chunked_head`)."""
         lm = base_causal_lm(self.model)
         decoder = lm.get_decoder() if hasattr(lm, "get_decoder") else lm.model
         if prefix_ids is None:
@@ -195,6 +197,8 @@ class SelectiveLM(nn.Module):
         else:
             hidden = self._continue_prefix(decoder, lm.config, prefix_ids, input_ids, attention_mask)
         hidden = hidden[rows, cols]
+        if callable(head):
+            return head(hidden, lm.get_output_embeddings())
         return lm.get_output_embeddings()(hidden).float() if head else hidden
 
     def output_head(self) -> nn.Module:

@@ -32,7 +32,8 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 
-from ifdistill.train.chunked_head import ChunkObjective, chunked_head_objective, plain_head
+from ifdistill.train.chunked_head import (ChunkObjective, Head, call_as_forward, chunked_head_objective, chunked_sums,
+                                          head_tensors, unchunkable)
 from ifdistill.train.losses import ce_kd_with_stats, supervised_positions, token_stats
 from ifdistill.train.modeling import SelectiveLM, build_model, decoder_layers
 from ifdistill.train.token_sums import TokenSums, ratio, token_metrics
@@ -43,6 +44,7 @@ warnings.filterwarnings("ignore", message=r".*sync_dist=True.*when logging on ep
 
 STAT_KEYS = ("nll", "correct", "entropy", "count")
 DATA_KEYS = ("examples", "replay_examples", "replay_tokens", "input_tokens")
+UNCHUNKED_WARNING = "logit_chunk_size is set but the objective runs unchunked"
 
 
 def step_seed(seed: int, step: int, micro: int, rank: int) -> int:
@@ -76,8 +78,8 @@ class SFTModule(pl.LightningModule):
         optim: ``lr``, ``weight_decay``, ``betas``, ``eps``, ``schedule``, ``warmup_steps``, ``min_lr_ratio``.
         val_names: names of the validation dataloaders, in order (``val/<name>/ce`` ...).
         dtype: overrides ``model.dtype`` (``train()`` forces float32 on CPU).
-        logit_chunk_size: apply the LM head and the objective to this many supervised positions at a
-            time (:mod:`ifdistill.train.chunked_head`); ``None``: all at once.
+        logit_chunk_size: apply the LM head, the objective and the held-out sums to this many supervised
+            positions at a time (:mod:`ifdistill.train.chunked_head`); ``None``: all at once.
     """
 
     def __init__(self, model: Mapping[str, Any], peft: Optional[Mapping[str, Any]] = None,
@@ -97,11 +99,6 @@ class SFTModule(pl.LightningModule):
         self._last_log: Optional[tuple[float, int]] = None
         self.logit_chunk_size = int(logit_chunk_size) if logit_chunk_size else None
         self._warned_unchunked = False
-        # Set by ifdistill.train.run.train(); read by the checkpoint-eval callback.
-        self.run_dir: Optional[str] = None
-        self.config_hash: str = ""
-        self.run_id: Optional[str] = None
-        self.base_model_path: Optional[str] = None
 
     # -- structure --------------------------------------------------------------------------------
     @property
@@ -158,52 +155,54 @@ class SFTModule(pl.LightningModule):
         torch.manual_seed(step_seed(int(self.hparams.seed), step, batch_idx % accumulate, rank))
 
     # -- forward ----------------------------------------------------------------------------------
-    def student_logits(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(N, V)`` logits at the positions that predict supervised tokens, and the ``(N,)`` targets."""
+    @staticmethod
+    def supervised(batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``rows``, ``cols`` of the positions that predict supervised tokens, and the ``(N,)`` targets."""
         labels = batch["labels"]
         rows, cols = supervised_positions(labels)
-        logits = self.lm(batch["input_ids"], rows, cols, attention_mask=batch.get("attention_mask"),
-                         position_ids=batch.get("position_ids"))
-        return logits, labels[rows, cols + 1]
+        return rows, cols, labels[rows, cols + 1]
 
     def objective(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Sum (not mean) of the per-token loss of one micro-batch, and the sums to log."""
-        labels = batch["labels"]
-        rows, cols = supervised_positions(labels)
+        rows, cols, targets = self.supervised(batch)
         return self.head_objective(
             lambda head: self.lm(batch["input_ids"], rows, cols, attention_mask=batch.get("attention_mask"),
                                  position_ids=batch.get("position_ids"), head=head),
-            labels[rows, cols + 1], lambda s, y, t: ce_kd_with_stats(s, y))  # one softmax for loss and metrics
+            targets, lambda s, y, t: ce_kd_with_stats(s, y))  # one softmax for loss and metrics
 
-    def head_objective(self, student: Callable[[bool], torch.Tensor], targets: torch.Tensor, loss_fn: ChunkObjective,
+    def head_objective(self, student: Callable[[Any], Any], targets: torch.Tensor, loss_fn: ChunkObjective,
                        teacher: Optional[Callable[[bool], torch.Tensor]] = None,
-                       teacher_head: Optional[torch.nn.Module] = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+                       teacher_head: Optional[Callable[[Head], Head]] = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """``loss_fn(student logits, targets, teacher logits)``, chunked through the LM head when configured.
 
-        ``student(head)``/``teacher(head)`` run the network up to the supervised positions and return
-        logits (``head=True``) or hidden states (``head=False``). The teacher runs first, so that its
-        gathered parameters and activations are freed before the student's graph is built.
+        ``student(head)``/``teacher(head)`` run the network up to the supervised positions with
+        :class:`SelectiveLM`'s ``head`` argument: ``True`` returns logits, ``False`` hidden states, a
+        function is applied to the hidden states and the head module inside the forward. The teacher
+        runs first, so that its gathered parameters and activations are freed before the student's graph
+        is built. ``teacher_head`` maps the student's head tensors to the teacher's (default: the same).
         """
-        heads = self._plain_heads(teacher_head if teacher is not None else None)
-        if heads is None:
+        if not self.logit_chunk_size or self._unchunked(self.lm.output_head()):
             t_logits = teacher(True) if teacher is not None else None
             return loss_fn(student(True), targets, t_logits)
         t_hidden = teacher(False) if teacher is not None else None
-        return chunked_head_objective(student(False), *heads[0], targets, loss_fn, chunk_size=self.logit_chunk_size,
-                                      teacher_hidden=t_hidden, teacher_head=heads[1])
 
-    def _plain_heads(self, teacher_head: Optional[torch.nn.Module]):
-        if not self.logit_chunk_size:
-            return None
-        student = plain_head(self.lm.output_head())
-        teacher = plain_head(teacher_head) if teacher_head is not None else None
-        if student is None or (teacher_head is not None and teacher is None):
-            if not self._warned_unchunked:
-                warnings.warn("logit_chunk_size is set but the LM head is adapted or sharded (LoRA on lm_head, "
-                              "ZeRO-3, FSDP2): the objective runs unchunked")
-                self._warned_unchunked = True
-            return None
-        return student, teacher
+        def chunked(hidden: torch.Tensor, head: torch.nn.Module):
+            def forward(h: torch.Tensor):
+                tensors = head_tensors(head)
+                return chunked_head_objective(h, tensors, targets, loss_fn, chunk_size=self.logit_chunk_size,
+                                              teacher_hidden=t_hidden,
+                                              teacher_head=teacher_head(tensors) if teacher_head else None)
+            return call_as_forward(head, forward, hidden)
+
+        return student(chunked)
+
+    def _unchunked(self, head: torch.nn.Module) -> bool:
+        """Whether the configured chunking cannot apply to ``head``; says why once per module."""
+        reason = unchunkable(head)
+        if reason is not None and not self._warned_unchunked:
+            warnings.warn(f"{UNCHUNKED_WARNING}: {reason}")
+            self._warned_unchunked = True
+        return reason is not None
 
     # -- training ---------------------------------------------------------------------------------
     def _step_tokens(self, batch: Mapping[str, torch.Tensor], local_count: torch.Tensor) -> torch.Tensor:
@@ -304,8 +303,13 @@ class SFTModule(pl.LightningModule):
 
     # -- validation -------------------------------------------------------------------------------
     def validation_step(self, batch: Mapping[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
-        logits, targets = self.student_logits(batch)
-        self.val_sums[self.val_names[dataloader_idx]].add(token_stats(logits, targets))
+        """Held-out sums, the LM head applied ``logit_chunk_size`` positions at a time as in training."""
+        rows, cols, targets = self.supervised(batch)
+        sums = self.lm(batch["input_ids"], rows, cols, attention_mask=batch.get("attention_mask"),
+                       position_ids=batch.get("position_ids"),
+                       head=lambda hidden, head: chunked_sums(hidden, head, targets, token_stats,
+                                                              chunk_size=self.logit_chunk_size))
+        self.val_sums[self.val_names[dataloader_idx]].add(sums)
 
     def on_validation_epoch_end(self) -> None:
         for name in self.val_names:

@@ -7,12 +7,11 @@ import functools
 
 import pytest
 import torch
-from torch import nn
 
-from ifdistill.train.chunked_head import chunked_head_objective, plain_head
+from ifdistill.train.chunked_head import Head, chunked_head_objective, unchunkable
 from ifdistill.train.distill_module import ICLDistillModule
 from ifdistill.train.losses import ce_kd_with_stats, divergence, token_stats
-from ifdistill.train.sft_module import SFTModule
+from ifdistill.train.sft_module import UNCHUNKED_WARNING, SFTModule
 
 from tests.unit.train.conftest import LORA, TINY, k0_items, perturb_lora
 
@@ -35,21 +34,36 @@ def kd_loss(s, y, t, *, kind, temperature, topk, r=0.5):
     return r * kd + (1 - r) * ce, stats
 
 
-def reference(hidden, weight, targets, loss_fn, t_hidden=None):
-    h = hidden.detach().clone().requires_grad_(True)
-    w = weight.detach().clone().requires_grad_(True)
-    t = nn.functional.linear(t_hidden, weight).float() if t_hidden is not None else None
-    loss, stats = loss_fn(nn.functional.linear(h, w).float(), targets, t)
-    loss.backward()
-    return loss.detach(), stats, h.grad, w.grad
+def leaves(*tensors):
+    return [t.detach().clone().requires_grad_(True) for t in tensors]
 
 
-def chunked(hidden, weight, targets, loss_fn, chunk, t_hidden=None):
-    h = hidden.detach().clone().requires_grad_(True)
-    w = weight.detach().clone().requires_grad_(True)
-    loss, stats = chunked_head_objective(h, w, None, targets, loss_fn, chunk_size=chunk, teacher_hidden=t_hidden)
+def make_head(w, lora):
+    """A Head over fresh leaves; ``lora``: ``(A, B)`` factors with scaling 2 (no dropout)."""
+    if lora is None:
+        (w,) = leaves(w)
+        return Head(w), [w]
+    w, a, b = leaves(w, *lora)
+    return Head(w, lora_a=a, lora_b=b, scaling=2.0), [w, a, b]
+
+
+def reference(hidden, weight, targets, loss_fn, t_hidden=None, lora=None):
+    """The unchunked path: the head over all N rows by autograd."""
+    (h,) = leaves(hidden)
+    head, params = make_head(weight, lora)
+    t = head.base().logits(t_hidden).detach() if t_hidden is not None else None
+    loss, stats = loss_fn(head.logits(h), targets, t)
     loss.backward()
-    return loss.detach(), stats, h.grad, w.grad
+    return loss.detach(), stats, h.grad, [p.grad for p in params]
+
+
+def chunked(hidden, weight, targets, loss_fn, chunk, t_hidden=None, lora=None):
+    (h,) = leaves(hidden)
+    head, params = make_head(weight, lora)
+    loss, stats = chunked_head_objective(h, head, targets, loss_fn, chunk_size=chunk, teacher_hidden=t_hidden,
+                                         teacher_head=head.base())
+    loss.backward()
+    return loss.detach(), stats, h.grad, [p.grad for p in params]
 
 
 def assert_close(a, b, n_tokens):
@@ -60,25 +74,28 @@ def assert_close(a, b, n_tokens):
     assert torch.allclose(a, b, rtol=tol, atol=tol * (b.abs().max().item() + 1e-12)), (a - b).abs().max()
 
 
-@pytest.mark.parametrize("vocab,chunk", [(97, 1), (97, 7), (97, 1000), (QWEN3_VOCAB, 13)])
+@pytest.mark.parametrize("vocab,chunk,lora", [(97, 1, False), (97, 7, False), (97, 1000, False), (97, 7, True),
+                                             (QWEN3_VOCAB, 13, False), (QWEN3_VOCAB, 13, True)])
 @pytest.mark.parametrize("spec", [None, *KINDS], ids=lambda s: "sft" if s is None else "-".join(map(str, s.values())))
-def test_chunked_equals_unchunked(vocab, chunk, spec):
+def test_chunked_equals_unchunked(vocab, chunk, lora, spec):
     g = torch.Generator().manual_seed(vocab + chunk)
-    n, hdim = 40, 32
+    n, hdim, r = 40, 32, 4
     hidden, t_hidden = torch.randn(n, hdim, generator=g), torch.randn(n, hdim, generator=g)
     weight = torch.randn(vocab, hdim, generator=g) * 0.3
+    factors = (torch.randn(r, hdim, generator=g) * 0.3, torch.randn(vocab, r, generator=g) * 0.3) if lora else None
     targets = torch.randint(0, vocab, (n,), generator=g)
     targets[::5] = -100  # ignored positions count for nothing in both paths
     loss_fn = sft_loss if spec is None else functools.partial(kd_loss, **spec)
     th = None if spec is None else t_hidden
-    ref = reference(hidden, weight, targets, loss_fn, th)
-    got = chunked(hidden, weight, targets, loss_fn, chunk, th)
+    ref = reference(hidden, weight, targets, loss_fn, th, factors)
+    got = chunked(hidden, weight, targets, loss_fn, chunk, th, factors)
     assert_close(got[0], ref[0], n)
     assert set(got[1]) == set(ref[1])
     for key in ref[1]:
         assert_close(got[1][key], ref[1][key].detach(), n)
-    assert_close(got[2], ref[2], n)
-    assert_close(got[3], ref[3], n)
+    assert_close(got[2], ref[2], n)  # the hidden states' gradient
+    for a, b in zip(got[3], ref[3], strict=True):  # the head's weight (and the adapter's A and B)
+        assert_close(a, b, n)
 
 
 def grads(module):
@@ -130,11 +147,131 @@ def test_distill_module_chunked_equals_unchunked(spec, icl_items):
         assert_close(b[2][name], a[2][name], n)
 
 
-def test_an_adapted_lm_head_falls_back_to_the_unchunked_path(icl_items):
+LORA_HEAD = {**LORA, "target_modules": ["q_proj", "lm_head"], "dropout": 0.1}
+
+
+def compare_modules(module, batch, chunk):
+    """The module unchunked, then with ``chunk``: loss, every logged sum and every parameter's gradient.
+
+    Both runs start from the same RNG state, so dropout (in the adapters, the head's included) draws the
+    same masks: the chunked path applies the head adapter's dropout to all rows at once, as PEFT does."""
+    module.logit_chunk_size = None
+    torch.manual_seed(1)
+    a = run(module, batch)
+    module.logit_chunk_size = chunk
+    torch.manual_seed(1)
+    b = run(module, batch)
+    assert not module._warned_unchunked  # the chunked path ran
+    n = int(a[1]["count"])
+    assert_close(b[0], a[0], n)
+    assert set(a[1]) == set(b[1])
+    for key in a[1]:
+        assert_close(b[1][key], a[1][key], n)
+    assert set(a[2]) == set(b[2]) and a[2]
+    for name in a[2]:
+        assert_close(b[2][name], a[2][name], n)
+    return a
+
+
+def test_sft_with_a_lora_adapted_tied_lm_head_is_chunked(icl_items):
     from ifdistill.data.collate import PadCollator
 
-    module = SFTModule(TINY, {**LORA, "target_modules": ["q_proj", "lm_head"]}, logit_chunk_size=4)
-    assert plain_head(module.lm.output_head()) is None
-    with pytest.warns(UserWarning, match="unchunked"):
+    torch.manual_seed(0)
+    module = SFTModule(TINY, LORA_HEAD, logit_chunk_size=None)
+    perturb_lora(module)
+    assert unchunkable(module.lm.output_head()) is None
+    assert module.model.config.tie_word_embeddings
+    _, _, g = compare_modules(module, PadCollator(0)(icl_items), 5)
+    assert any("lm_head.lora_A" in k for k in g) and any("lm_head.lora_B" in k for k in g)
+
+
+@pytest.mark.parametrize("teacher", ["frozen_initial", "self_stopgrad"])
+def test_distill_with_a_lora_adapted_lm_head_is_chunked(teacher, icl_items):
+    """The teacher's head is the student's without its adapter (frozen_initial) or with it (self_stopgrad)."""
+    from ifdistill.data.collate import IclCollator
+
+    torch.manual_seed(0)
+    module = ICLDistillModule(TINY, LORA_HEAD, teacher=teacher)
+    perturb_lora(module)
+    compare_modules(module, IclCollator(0)(icl_items), 6)
+
+
+def test_gradient_checkpointing_with_the_chunked_head(icl_items):
+    from ifdistill.data.collate import PadCollator
+
+    torch.manual_seed(0)
+    module = SFTModule(TINY, LORA, gradient_checkpointing=True)
+    perturb_lora(module)
+    compare_modules(module, PadCollator(0)(icl_items), 5)
+
+
+def test_a_head_that_cannot_be_chunked_falls_back_with_its_reason(icl_items):
+    from ifdistill.data.collate import PadCollator
+
+    module = SFTModule(TINY, LORA, logit_chunk_size=4)
+    base = module.model.get_base_model()
+    base.lm_head = torch.nn.Sequential(base.lm_head)  # stands for any head the chunked path does not know
+    assert "Sequential" in unchunkable(module.lm.output_head())
+    with pytest.warns(UserWarning, match=UNCHUNKED_WARNING):
         loss, _ = module.objective(PadCollator(0)(k0_items(icl_items)))
     assert torch.isfinite(loss)
+
+
+# -- Qwen3's vocabulary (151,936) on the embedded tiny_qwen3: short sequences, few tokens ----------------
+
+QWEN3 = {"name_or_path": "builtin:tiny_qwen3", "enable_thinking": False}
+
+
+@pytest.fixture(scope="module")
+def qwen3_items(qwen3_tokenizer):
+    """Two synthetic examples in Qwen3's template with a 1-shot teacher view (~100 completion tokens)."""
+    from ifdistill.data.build import build_train_dataset
+
+    from tests.unit.train.conftest import resolved, synthetic_data
+
+    built = build_train_dataset(resolved(synthetic_data(8), k=1, demos="per_example", model=QWEN3), qwen3_tokenizer)
+    return built.train.items[:2]
+
+
+@pytest.fixture(scope="module")
+def qwen3_distill(tiny_qwen3_dir):
+    torch.manual_seed(0)
+    module = ICLDistillModule(QWEN3, LORA_HEAD)  # the tied head carries an adapter: its gradients are compared
+    perturb_lora(module)
+    return module
+
+
+@pytest.mark.parametrize("spec", KINDS, ids=lambda s: "-".join(map(str, s.values())))
+def test_qwen3_vocabulary_distill_chunked_equals_unchunked(spec, qwen3_distill, qwen3_items):
+    from ifdistill.data.collate import IclCollator
+
+    qwen3_distill.kd.update(spec)
+    qwen3_distill._warned_unchunked = False
+    _, stats, g = compare_modules(qwen3_distill, IclCollator(0)(qwen3_items), 16)
+    assert stats["count"] > 16  # several chunks
+    assert any("lm_head.lora_B" in k for k in g)
+
+
+def test_qwen3_vocabulary_sft_full_fine_tuning_chunked_equals_unchunked(tiny_qwen3_dir, qwen3_items):
+    from ifdistill.data.collate import PadCollator
+
+    module = SFTModule(QWEN3, {"method": "none"})
+    _, _, g = compare_modules(module, PadCollator(0)(k0_items(qwen3_items)), 16)
+    assert "lm.model.model.embed_tokens.weight" in g  # the tied head's weight
+
+
+def test_held_out_sums_chunked_equal_unchunked(icl_items):
+    from ifdistill.data.collate import PadCollator
+
+    batch = PadCollator(0)(icl_items)
+    module = SFTModule(TINY, LORA_HEAD, val_names=["a", "b"])
+    perturb_lora(module)
+    module.eval()
+    for idx, chunk in enumerate((None, 5)):
+        module.logit_chunk_size = chunk
+        with torch.no_grad():
+            module.validation_step(batch, 0, idx)
+    a, b = module.val_sums["a"].reduce(), module.val_sums["b"].reduce()
+    assert a["count"] == b["count"] > 5
+    for key in a:  # float32 sums over the held-out tokens in chunks of 5 instead of at once
+        assert b[key] == pytest.approx(a[key], rel=max(1e-5, 2 * a["count"] * 1.2e-7)), key

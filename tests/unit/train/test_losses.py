@@ -1,4 +1,5 @@
-"""The pure loss/metric functions against values computed by hand (logits = log of chosen probabilities)."""
+"""The loss/metric functions (training's and the tests' reference ones) against values computed by hand
+(logits = log of chosen probabilities), and the fused objective against the references."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import pytest
 import torch
 
 from ifdistill.train import losses as L
+
+from tests.unit.train import reference_losses as R
 
 IGN = L.IGNORE_INDEX
 
@@ -21,13 +24,13 @@ def test_cross_entropy_accuracy_entropy_by_hand():
     logits = torch.stack([logits_of(1, 2, 5), logits_of(3, 1, 4), torch.tensor([50.0, -50.0, 0.0])])
     labels = torch.tensor([2, 0, IGN])  # the third position is ignored, however extreme its logits
     ce = (math.log(8 / 5) + math.log(8 / 3)) / 2
-    assert L.cross_entropy(logits, labels).item() == pytest.approx(ce, rel=1e-6)
-    assert L.cross_entropy(logits, labels, reduction="sum").item() == pytest.approx(2 * ce, rel=1e-6)
-    assert L.cross_entropy(logits, labels, reduction="none")[2].item() == 0.0
-    assert L.token_accuracy(logits, labels).item() == 0.5  # argmax 2 == 2, argmax 2 != 0
+    assert R.cross_entropy(logits, labels).item() == pytest.approx(ce, rel=1e-6)
+    assert R.cross_entropy(logits, labels, reduction="sum").item() == pytest.approx(2 * ce, rel=1e-6)
+    assert R.cross_entropy(logits, labels, reduction="none")[2].item() == 0.0
+    assert R.token_accuracy(logits, labels).item() == 0.5  # argmax 2 == 2, argmax 2 != 0
     h1 = -sum(p * math.log(p) for p in (1 / 8, 2 / 8, 5 / 8))
     h2 = -sum(p * math.log(p) for p in (3 / 8, 1 / 8, 4 / 8))
-    assert L.token_entropy(logits, labels).item() == pytest.approx((h1 + h2) / 2, rel=1e-6)
+    assert R.token_entropy(logits, labels).item() == pytest.approx((h1 + h2) / 2, rel=1e-6)
     stats = L.token_stats(logits, labels)
     assert stats["count"].item() == 2
     assert stats["nll"].item() == pytest.approx(2 * ce, rel=1e-6)
@@ -38,7 +41,7 @@ def test_cross_entropy_accuracy_entropy_by_hand():
 def test_all_ignored_gives_zero_sum_and_no_nan_mean():
     logits = torch.randn(3, 5)
     labels = torch.full((3,), IGN)
-    assert L.cross_entropy(logits, labels).item() == 0.0
+    assert R.cross_entropy(logits, labels).item() == 0.0
     assert L.token_stats(logits, labels)["count"].item() == 0
 
 
@@ -49,11 +52,11 @@ def test_causal_shift_and_supervised_positions():
     assert rows.tolist() == [0, 0, 1, 1] and cols.tolist() == [0, 1, 1, 2]
     assert labels[rows, cols + 1].tolist() == [5, 6, 7, 8]
     logits = torch.randn(2, 4, 10)
-    sl, tl = L.shift_for_causal_lm(logits, labels)
+    sl, tl = R.shift_for_causal_lm(logits, labels)
     assert sl.shape == (2, 3, 10) and tl.tolist() == [[5, 6, IGN], [IGN, 7, 8]]
     # CE over the shifted full logits equals CE over the selected positions.
-    full = L.cross_entropy(sl, tl, reduction="sum")
-    picked = L.cross_entropy(logits[rows, cols], labels[rows, cols + 1], reduction="sum")
+    full = R.cross_entropy(sl, tl, reduction="sum")
+    picked = R.cross_entropy(logits[rows, cols], labels[rows, cols + 1], reduction="sum")
     assert torch.allclose(full, picked)
 
 
@@ -125,11 +128,11 @@ def test_distillation_loss_mixes_kd_and_ce():
     t, s = torch.randn(4, 7), torch.randn(4, 7)
     labels = torch.tensor([1, 2, IGN, 3])
     kd = L.divergence(s, t, labels)
-    ce = L.cross_entropy(s, labels)
-    assert torch.allclose(L.distillation_loss(s, t, labels, kd_ratio=0.3), 0.3 * kd + 0.7 * ce)
-    assert torch.equal(L.distillation_loss(s, t, labels, kd_ratio=0.0), ce)
+    ce = R.cross_entropy(s, labels)
+    assert torch.allclose(R.distillation_loss(s, t, labels, kd_ratio=0.3), 0.3 * kd + 0.7 * ce)
+    assert torch.equal(R.distillation_loss(s, t, labels, kd_ratio=0.0), ce)
     with pytest.raises(ValueError):
-        L.distillation_loss(s, t, labels, kd_ratio=1.5)
+        R.distillation_loss(s, t, labels, kd_ratio=1.5)
 
 
 def test_teacher_gradient_is_not_needed_but_student_gets_one():
@@ -148,10 +151,10 @@ def test_fused_objective_equals_the_reference_functions_in_value_and_gradient(kd
     ref_s = student.detach().clone().requires_grad_()
     if kd_ratio is None:  # SFT: cross-entropy sum + token stats
         loss, stats = L.ce_kd_with_stats(student, labels)
-        ref = L.cross_entropy(ref_s, labels, reduction="sum")
+        ref = R.cross_entropy(ref_s, labels, reduction="sum")
     else:
         loss, stats = L.ce_kd_with_stats(student, labels, teacher, kd_ratio=kd_ratio)
-        ref = L.distillation_loss(ref_s, teacher, labels, kd_ratio=kd_ratio, reduction="sum")
+        ref = R.distillation_loss(ref_s, teacher, labels, kd_ratio=kd_ratio, reduction="sum")
         assert stats["kd"].item() == pytest.approx(L.divergence(student, teacher, labels, reduction="sum").item(), rel=1e-5)
         assert stats["ce"] is stats["nll"]
         for key, value in L.token_stats(teacher, labels).items():

@@ -112,7 +112,8 @@ def test_qlora_without_gpu_or_bitsandbytes_is_a_clear_error():
 def test_sft_counts_only_supervised_tokens_with_the_shift(icl_items, pad_id):
     sft = SFTModule(TINY, LORA)
     batch = PadCollator(pad_id)(icl_items)
-    logits, targets = sft.student_logits(batch)
+    rows, cols, targets = sft.supervised(batch)
+    logits = sft.lm(batch["input_ids"], rows, cols, attention_mask=batch["attention_mask"])
     expected = sum(int(it["loss_mask"].sum()) for it in icl_items)
     assert logits.shape[0] == targets.shape[0] == expected
     # the targets are the supervised tokens themselves, in order
