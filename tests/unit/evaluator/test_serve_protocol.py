@@ -1,0 +1,78 @@
+"""The persistent evaluator's protocol without an engine: command lines, results.json's runtime record,
+and a real ``ifdistill-eval serve`` process answering an input error as a fresh process would (exit 2),
+staying up, and stopping on close() with nothing left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import pytest
+
+from ifdistill.callbacks.eval_jobs import EvalJob
+from ifdistill.evaluator.launch import evaluator_command
+from ifdistill.evaluator.results import FALLBACK_ENV, process_runtime
+from ifdistill.evaluator.schema import RESULTS_SCHEMA, SchemaError, validate
+from ifdistill.evaluator.serve import job_overrides, servable
+from ifdistill.launchers.persistent_eval import PersistentRunner
+from tests.support import descendants, left_behind
+
+
+def _eval_section():
+    from ifdistill.evaluator.cli import compose_config
+
+    return compose_config(["eval=synthetic", "eval.runtime.progress=false"], output_dir="/tmp/unused").eval
+
+
+def test_job_argv_becomes_the_same_overrides(tmp_path):
+    argv, _ = evaluator_command(_eval_section(), tmp_path / "export dir", tmp_path / "out", base_env={})
+    overrides = job_overrides(argv)
+    request = tmp_path / "out" / ".request"
+    assert overrides[0] == f"hydra.searchpath=['file://{request}']"
+    assert overrides[1:] == argv[4:]  # everything after --config-dir, unchanged (quoting included)
+    assert servable(argv) and not servable(["bash", "-c", "true"])
+    assert not servable([sys.executable, "-m", "ifdistill.evaluator.cli", "backfill", "run_dir=x"])
+    with pytest.raises(ValueError, match="unsupported"):
+        job_overrides([sys.executable, "-m", "ifdistill.evaluator.cli", "--multirun", "a=1"])
+
+
+def test_runtime_record_and_schema(monkeypatch):
+    monkeypatch.delenv(FALLBACK_ENV, raising=False)
+    assert process_runtime() == {"engine": "process"}
+    monkeypatch.setenv(FALLBACK_ENV, "the server exited with code -9")
+    assert process_runtime() == {"engine": "process", "fallback": "the server exited with code -9"}
+    schema = RESULTS_SCHEMA["properties"]["runtime"]
+    validate({"engine": "persistent", "checkpoint_index": 2}, schema)
+    with pytest.raises(SchemaError):
+        validate({"engine": "thread"}, schema)
+    assert "runtime" not in RESULTS_SCHEMA["required"]  # results written before the field still validate
+
+
+def test_input_error_is_exit_2_and_the_server_stays(tmp_path):
+    out = tmp_path / "run" / "evals" / "step_000010"
+    argv, env = evaluator_command(_eval_section(), tmp_path / "no-such-export", out)
+    job = EvalJob(10, tmp_path / "no-such-export", out, argv, env, attempt=1,
+                  log_path=out.parent / "step_000010.attempt1.log")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    before = descendants(os.getpid())
+    runner = PersistentRunner(request_timeout_s=120)
+    try:
+        job.handle = runner.start(job)
+        deadline = time.monotonic() + 120
+        while (code := runner.poll(job)) is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert code == 2, job.log_path.read_text()
+        assert "does not exist" in job.log_path.read_text()
+        runner.kill(job)  # what the queue does after a failure: a finished request leaves the server alone
+        assert runner.server is not None and runner.server.proc.poll() is None and runner.events == []
+        reply = json.loads(next((runner.server.spool / "replies").glob("*.json")).read_text())
+        assert reply["status"] == "input_error" and reply["exit_code"] == 2
+        server = runner.server
+    finally:
+        runner.close()
+    assert server.proc.poll() == 0  # it stopped on request, not by a signal
+    runner.close()  # idempotent
+    assert left_behind(before) == []
+
