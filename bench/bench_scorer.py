@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_scorer.py [--repeats 3] [--profile]
 
 Two row sets: google's 541 prompts with GPT-4's published responses (long, real answers), and the
-boundary cases of :mod:`ifdistill.ifeval.boundary_cases` (a few thousand short, adversarial ones).
+boundary cases of :mod:`tests.parity.ifeval_boundary_cases` (a few thousand short, adversarial ones).
 For each set both implementations score every row strict and loose; imports and one-time loading
 (nltk, punkt_tab, langdetect profiles, lm-eval's modules) happen in a warm-up before any timing.
 ifdistill's memo caches are cleared before each of its timed runs, so every run starts cold and
@@ -26,12 +26,15 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from ifdistill.ifeval import boundary_cases
-from ifdistill.ifeval.oracle import load_oracle
-from ifdistill.ifeval.reference_data import load_gpt4_rows
-from ifdistill.ifeval.scoring import clear_caches, score_rows
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the oracles live in tests/parity
+
+from ifdistill.ifeval.scoring import clear_caches, score_rows  # noqa: E402
+from tests.parity import ifeval_boundary_cases as boundary_cases  # noqa: E402
+from tests.parity.ifeval_oracle import load_oracle  # noqa: E402
+from tests.parity.ifeval_reference_data import load_gpt4_rows  # noqa: E402
 
 
 def _warm_up(oracle) -> None:

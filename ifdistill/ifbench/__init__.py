@@ -1,7 +1,8 @@
 """ifdistill's IFBench scorer: the 58 constraints of allenai's IFBench (Pyatkin et al., 2025).
 
-The checkers reuse IFEval's base class, kwargs validation, strict/loose judging and statistics
-(:mod:`ifdistill.ifeval`), because the reference evaluation (``evaluation_lib.py``) judges strict
+The checkers reuse IFEval's base class, kwargs validation and text measurements
+(:mod:`ifdistill.checking`), and IFEval's scorer (:mod:`ifdistill.ifeval`) judges them strict and
+loose and aggregates them, because the reference evaluation (``evaluation_lib.py``) judges strict
 and loose exactly as IFEval's does; only the checkers differ. Their ids are merged into
 :func:`ifdistill.ifeval.registry.all_instructions`, so ``ifdistill-score`` and the evaluator score
 rows of either benchmark, or rows mixing both.

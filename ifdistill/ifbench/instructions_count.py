@@ -20,13 +20,13 @@ from __future__ import annotations
 import re
 import string
 
-from ifdistill.ifbench import text as T
-from ifdistill.ifeval.instruction_base import (
+from ifdistill.checking.instruction_base import (
     Instruction,
     InvalidKwargsError,
     want_number,
     want_text,
 )
+from ifdistill.ifbench import text as T
 
 PUNCT = string.punctuation
 PUNCT_SPACE = PUNCT + " "

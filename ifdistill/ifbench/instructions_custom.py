@@ -16,9 +16,9 @@ import io
 import re
 import unicodedata
 
+from ifdistill.checking.instruction_base import Instruction, want_count, want_text
 from ifdistill.ifbench import text as T
 from ifdistill.ifbench.instructions_count import DELETE_PUNCT, PUNCT_SPACE
-from ifdistill.ifeval.instruction_base import Instruction, want_count, want_text
 
 _NUMBER_RE = re.compile(r"\d+")
 MULTIPLES_OF_7 = [str(i) for i in range(14, 51, 7)]

@@ -17,9 +17,9 @@ from __future__ import annotations
 import re
 import string
 
+from ifdistill.checking.instruction_base import Instruction, want_text
 from ifdistill.ifbench import text as T
 from ifdistill.ifbench.instructions_count import DELETE_PUNCT, PUNCT, PUNCT_SPACE
-from ifdistill.ifeval.instruction_base import Instruction, want_text
 
 _OPENING = {")": "(", "]": "[", "}": "{"}
 _MC_OPTIONS_RE = re.compile(r"\W*[aA]\W*[bB]\W*[cC]\W*")

@@ -17,9 +17,9 @@ from __future__ import annotations
 import string
 from collections import Counter
 
+from ifdistill.checking.instruction_base import Instruction, want_count, want_number, want_text
 from ifdistill.ifbench import text as T
 from ifdistill.ifbench.instructions_count import DELETE_PUNCT, PUNCT_SPACE
-from ifdistill.ifeval.instruction_base import Instruction, want_count, want_number, want_text
 
 ALPHABET = string.ascii_lowercase
 VOWELS = frozenset("aeiou")

@@ -7,11 +7,11 @@ lookup that ``ifdistill-score`` and the evaluator use, so a row may hold ids of 
 
 from __future__ import annotations
 
+from ifdistill.checking.instruction_base import Instruction
 from ifdistill.ifbench.instructions_count import COUNT_INSTRUCTIONS
 from ifdistill.ifbench.instructions_custom import CUSTOM_INSTRUCTIONS
 from ifdistill.ifbench.instructions_format import FORMAT_INSTRUCTIONS
 from ifdistill.ifbench.instructions_words import WORDS_INSTRUCTIONS
-from ifdistill.ifeval.instruction_base import Instruction
 
 _ALL: tuple[type[Instruction], ...] = (
     COUNT_INSTRUCTIONS + WORDS_INSTRUCTIONS + FORMAT_INSTRUCTIONS + CUSTOM_INSTRUCTIONS

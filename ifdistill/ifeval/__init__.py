@@ -1,10 +1,10 @@
 """ifdistill's IFEval scorer: google's 25 instruction checkers, strict and loose, with statistics.
 
 Importing this package is cheap and offline: nltk and langdetect are loaded at first use
-(see :mod:`ifdistill.ifeval.text_analysis`).
+(see :mod:`ifdistill.checking.text_analysis`).
 """
 
-from ifdistill.ifeval.instruction_base import Instruction, InstructionError, InvalidKwargsError
+from ifdistill.checking.instruction_base import Instruction, InstructionError, InvalidKwargsError
 from ifdistill.ifeval.registry import INSTRUCTION_REGISTRY, build_instruction
 from ifdistill.ifeval.scoring import (
     SCORER_VERSION,

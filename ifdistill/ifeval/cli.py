@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ifdistill.ifeval.instruction_base import InstructionError
+from ifdistill.checking.instruction_base import InstructionError
 from ifdistill.ifeval.scoring import InvalidRowError, ScoredRows, score_numbered_rows
 from ifdistill.ifeval.stats import METRICS, aggregate
 from ifdistill.paths import atomic_write

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 
-from ifdistill.ifeval.instruction_base import (
+from ifdistill.checking.instruction_base import (
     Instruction,
     want_count,
     want_regex,
@@ -110,7 +110,7 @@ class JsonFormat(Instruction):
         try:
             json.loads(body)
         except (ValueError, RecursionError):
-            # RecursionError: absurdly deep nesting; the reference would crash, we say "no".
+            # RecursionError: absurdly deep nesting, where the reference crashes; ifdistill answers "no".
             return False
         return True
 

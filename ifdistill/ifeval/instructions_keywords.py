@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from ifdistill.ifeval.instruction_base import (
+from ifdistill.checking.instruction_base import (
     Instruction,
     InvalidKwargsError,
     compare,

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 
-from ifdistill.ifeval import text_analysis
-from ifdistill.ifeval.instruction_base import (
+from ifdistill.checking import text_analysis
+from ifdistill.checking.instruction_base import (
     Instruction,
     InvalidKwargsError,
     compare,

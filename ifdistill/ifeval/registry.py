@@ -13,7 +13,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from ifdistill.ifeval.instruction_base import Instruction, InstructionError, InvalidKwargsError
+from ifdistill.checking.instruction_base import Instruction, InstructionError, InvalidKwargsError
 from ifdistill.ifeval.instructions_case_language import (
     CapitalWordFrequency,
     EnglishCapital,

@@ -28,8 +28,8 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ifdistill.ifeval import text_analysis
-from ifdistill.ifeval.instruction_base import Instruction, InstructionError
+from ifdistill.checking import text_analysis
+from ifdistill.checking.instruction_base import Instruction, InstructionError
 from ifdistill.ifeval.registry import _build_cached, build_instruction
 
 SCORER_VERSION = "ifeval-1"

@@ -7,7 +7,7 @@ all of them are (prompt level).
 
     se(p) = sqrt( p * (1 - p) / (n - 1) )
 
-We divide by ``n - 1``, not ``n``, so the value equals what lm-eval prints for these metrics: its
+The divisor is ``n - 1``, not ``n``, so the value equals what lm-eval prints for these metrics: its
 ``mean`` aggregation reports ``stdev(x) / sqrt(n)`` with the sample standard deviation (``n - 1``
 in the denominator), and ``sum((x_i - p)^2) = n p (1 - p)`` for 0/1 data. The difference from the
 ``n`` version is a factor ``sqrt(n / (n - 1))`` (0.09 % at n = 541). ``n = 1`` gives ``nan``.

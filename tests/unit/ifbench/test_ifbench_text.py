@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ifdistill.ifbench import IFBENCH_REGISTRY, boundary_cases, scorer_version
+from ifdistill.ifbench import IFBENCH_REGISTRY, scorer_version
+from tests.parity import ifbench_boundary_cases as boundary_cases
 from ifdistill.ifbench import text as T
 from ifdistill.ifbench.verbs import looks_like_verb
 from ifdistill.ifeval import score_response, score_rows

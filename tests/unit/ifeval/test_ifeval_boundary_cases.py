@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ifdistill.ifeval import INSTRUCTION_REGISTRY, boundary_cases, score_rows
-from ifdistill.ifeval.oracle import oracle_is_random
+from ifdistill.ifeval import INSTRUCTION_REGISTRY, score_rows
+from tests.parity import ifeval_boundary_cases as boundary_cases
+from tests.parity.ifeval_oracle import oracle_is_random
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
+from ifdistill.checking.instruction_base import InvalidKwargsError
 from ifdistill.ifeval import INSTRUCTION_REGISTRY, score_response
-from ifdistill.ifeval.instruction_base import InvalidKwargsError
 
 LESS, AT_LEAST = "less than", "at least"
 

@@ -6,7 +6,8 @@ import langdetect
 import pytest
 from langdetect import detector_factory
 
-from ifdistill.ifeval import boundary_cases, langdetect_fast
+from ifdistill.checking import langdetect_fast
+from tests.parity import ifeval_boundary_cases as boundary_cases
 from ifdistill.ifeval.scoring import loose_variants
 
 langdetect.DetectorFactory.seed = 0

@@ -48,7 +48,7 @@ def test_nltk_lookup_failure_is_translated(tmp_path):
         def no_download(*a, **k):
             raise AssertionError("nltk.download was called")
         nltk.download = no_download
-        from ifdistill.ifeval import text_analysis
+        from ifdistill.checking import text_analysis
         try:
             text_analysis.count_sentences("One. Two.")
         except paths.MissingResourceError as exc:

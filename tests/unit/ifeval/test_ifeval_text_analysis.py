@@ -6,8 +6,9 @@ import re
 
 import nltk
 
-from ifdistill.ifeval import boundary_cases, text_analysis
-from ifdistill.ifeval.reference_data import load_gpt4_rows
+from ifdistill.checking import text_analysis
+from tests.parity import ifeval_boundary_cases as boundary_cases
+from tests.parity.ifeval_reference_data import load_gpt4_rows
 from ifdistill.ifeval.scoring import loose_variants
 
 

@@ -3,10 +3,10 @@
 One generator per constraint makes a response at, just below or just above what the constraint
 asks (counts off by one, punctuation glued to words, case variants, ASCII vs Unicode look-alikes,
 empty sentences and fields where the reference crashes), from :class:`random.Random` only. The rows
-are assembled as IFEval's are (:func:`ifdistill.ifeval.boundary_cases.assemble`: loose-mode noise
+are assembled as IFEval's are (:func:`tests.parity.ifeval_boundary_cases.assemble`: loose-mode noise
 on the first/last line and ``*``, combinations, blank and markup-only responses). The ``count:*``,
 ``ratio:*``, ``words:*`` and ``sentence:*`` generators are here; ``format:*``, ``custom:*`` and
-``repeat:*`` in :mod:`ifdistill.ifbench.boundary_cases_format`.
+``repeat:*`` in :mod:`tests.parity.ifbench_boundary_cases_format`.
 
 kwargs stay where the reference is deterministic: ``repeat:repeat_span`` never starts at 0.
 """
@@ -19,22 +19,11 @@ from typing import Any
 
 from ifdistill.ifbench.instructions_count import CONJUNCTIONS, PERSON_NAMES, PRONOUNS
 from ifdistill.ifbench.text import STOPWORDS
-from ifdistill.ifeval.boundary_cases import Case, assemble, near, pick
+from tests.parity.ifbench_boundary_cases_format import GENERATORS as FORMAT_GENERATORS
+from tests.parity.ifeval_boundary_cases import WORDS, Case, assemble, near, pick, sentence, words
 
-WORDS = (
-    "apple banana river mountain cat dog house light music paper stone cloud garden window "
-    "friend market summer winter ocean forest bridge travel coffee letter secret"
-).split()
 PIECES = ("word", "don't", "well-known", "3.14", "e-mail", "--", "...", "na\u00efve", "x_y", "\u2014", "1,000", "(a)")
 _STOP = sorted(w for w in STOPWORDS if "'" not in w)
-
-
-def words(rng: random.Random, n: int, pool=WORDS) -> list[str]:
-    return [pick(rng, pool) for _ in range(n)]
-
-
-def sentence(rng: random.Random, n: int, end: str = ".") -> str:
-    return " ".join(words(rng, max(1, n))).capitalize() + end
 
 
 def _count(rng: random.Random) -> int:
@@ -322,6 +311,4 @@ GENERATORS: dict[str, Callable[[random.Random], Case]] = {
 def generate(seed: int = 0, per_type: int = 50, combos: int = 300) -> list[dict[str, Any]]:
     """``per_type`` rows per IFBench constraint, ``combos`` combined rows, and each constraint on
     every special response (blank, lone markup, ...): about 4,100 rows with the defaults."""
-    from ifdistill.ifbench.boundary_cases_format import GENERATORS as MORE  # noqa: PLC0415
-
-    return assemble({**GENERATORS, **MORE}, seed=seed, per_type=per_type, combos=combos)
+    return assemble({**GENERATORS, **FORMAT_GENERATORS}, seed=seed, per_type=per_type, combos=combos)

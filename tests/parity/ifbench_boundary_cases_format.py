@@ -1,6 +1,6 @@
 """Boundary-case generators for IFBench's ``format:*``, ``custom:*`` and ``repeat:*`` constraints.
 
-See :mod:`ifdistill.ifbench.boundary_cases` for how rows are assembled. The custom tasks have one
+See :mod:`tests.parity.ifbench_boundary_cases` for how rows are assembled. The custom tasks have one
 right answer each, so their generators start from a correct answer and damage it (swap, drop or
 duplicate an item, change a header, add an empty field) with some probability.
 """
@@ -10,9 +10,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from ifdistill.ifbench.boundary_cases import WORDS, sentence, words
 from ifdistill.ifbench.instructions_custom import EUROPEAN_CAPITALS, REPEAT_SIMPLE
-from ifdistill.ifeval.boundary_cases import Case, near, pick
+from tests.parity.ifeval_boundary_cases import WORDS, Case, near, pick, sentence, words
 
 
 def _maybe(rng: random.Random, p: float = 0.35) -> bool:

@@ -1,6 +1,7 @@
-"""The common shape of an IFEval instruction checker and the validation of its kwargs.
+"""The common shape of an instruction checker (IFEval's and IFBench's) and the validation of its kwargs.
 
-Every instruction type of google's IFEval is one small subclass of :class:`Instruction`. An instance is
+Every instruction type of google's IFEval and of allenai's IFBench is one small subclass of
+:class:`Instruction`. An instance is
 built once from a row's kwargs (validated here, so a bad row fails before any response is judged) and
 then answers one question: :meth:`Instruction.check`, "does this text follow the instruction?".
 Instances are immutable, so the scorer can cache them and reuse them across rows and loose variants.

@@ -28,6 +28,7 @@ import types
 from typing import Any
 
 from ifdistill.paths import ensure_nltk_data, shared_data_dir
+from tests.parity.ifeval_reference_data import pair_responses
 
 CRASH = "crash"
 _MODULES = ("ifbench.instructions_util", "ifbench.instructions", "ifbench.instructions_registry")
@@ -75,8 +76,6 @@ def load_sample_rows() -> list[dict[str, Any]]:
     """The reference's 294 sample responses (``ifbench/data/sample_output.jsonl`` in the wheel)
     paired with its test file (the shared v1 file, byte for byte) by prompt text."""
     from importlib import resources  # noqa: PLC0415
-
-    from ifdistill.ifeval.reference_data import pair_responses  # noqa: PLC0415
 
     folder = resources.files("ifbench") / "data"
 

@@ -64,6 +64,16 @@ def pick(rng: random.Random, items):
     return items[rng.randrange(len(items))]
 
 
+def words(rng: random.Random, n: int, pool=WORDS) -> list[str]:
+    """``n`` words drawn from ``pool`` (shared with the IFBench generators)."""
+    return [pick(rng, pool) for _ in range(n)]
+
+
+def sentence(rng: random.Random, n: int, end: str = ".") -> str:
+    """A capitalised sentence of ``max(1, n)`` words from :data:`WORDS` ending in ``end``."""
+    return " ".join(words(rng, max(1, n))).capitalize() + end
+
+
 def _sentence(rng: random.Random, n_words: int) -> str:
     return " ".join(pick(rng, FILLER) for _ in range(n_words)).strip()
 
