@@ -2,10 +2,11 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest
+WHEELS ?= $(or $(IFDISTILL_WHEELS),.whl)
 # pytest exits 5 when a selection holds no test; that is not a failure of the suite.
 RUN_PYTEST = status=0; $(PYTEST) $(1) || status=$$?; [ $$status -eq 0 ] || [ $$status -eq 5 ]
 
-.PHONY: setup test test-fast test-slow demo bench clean-cache
+.PHONY: setup test test-fast test-slow demo bench gpu-check clean-cache
 
 setup:  ## create .venv and install ifdistill with the extras this machine needs (idempotent)
 	@bash scripts/setup_env.sh
@@ -24,6 +25,9 @@ demo: setup  ## train the tiny model on the synthetic data on CPU with in-traini
 
 bench: setup  ## the benchmarks under bench/ (print ratios against a peer measured in the same run)
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+gpu-check:  ## on a lent CUDA machine: install missing wheels from $(WHEELS), pytest -m gpu, bench_gpu (docs/gpu.md)
+	@$(if $(wildcard $(PY)),$(PY),python3) scripts/gpu_check.py --wheels $(WHEELS) $(GPU_CHECK_ARGS)
 
 clean-cache:  ## remove built tiny models and generated data (rebuilt on next use)
 	rm -rf $${IFDISTILL_CACHE:-$$HOME/.cache/ifdistill}

@@ -1,11 +1,22 @@
-"""``ifdistill-eval backfill run_dir=DIR [steps=[200,400]] [devices={...}]``: evaluate a run's missing checkpoints.
+"""``ifdistill-eval backfill run_dir=DIR [steps=[200,400]] [runner=local|slurm] ...``: evaluate a run's
+missing checkpoints.
 
 An evaluation can be missing because it crashed past its retries, timed out, was skipped under back-
-pressure, or training ended before it finished. Back-fill evaluates every export under
-``<run>/exports`` that has no result in ``metrics.json`` — with the run's own resolved ``eval`` and
-``model`` sections (from ``config.yaml``), through the same :func:`evaluator_command` the callback uses —
-and lands the results in the same places: ``<run>/evals/step_X``, ``metrics.json`` (``source: backfill``)
-and the run's loggers (the W&B run of the same id is resumed; values sit on the ``ifeval/step`` axis).
+pressure, or training ended before it finished. Back-fill is the second driver of the callback's
+machinery (:class:`~ifdistill.callbacks.evaluations.CheckpointEvaluations` and its
+:class:`~ifdistill.callbacks.eval_jobs.EvalQueue`): every export under ``<run>/exports`` without a result
+in ``metrics.json`` is evaluated with the run's own resolved ``eval`` and ``model`` sections (from
+``config.yaml``), and lands where a callback evaluation lands: ``<run>/evals/step_X``, ``metrics.json``
+(``source: backfill``) and the run's loggers (the W&B run of the same id is resumed; values sit on the
+``ifeval/step`` axis).
+
+Where it runs: by default where the run's own evaluations ran (``callbacks.checkpoint_eval.runner`` in
+``config.yaml``: a SLURM job per evaluation for a run trained with ``callbacks=checkpoint_eval_slurm``);
+``runner=local``, ``runner=persistent`` (one ``ifdistill-eval serve`` for all the steps, the run's
+``engine=persistent``) or ``runner=slurm`` chooses (``slurm.<field>=...`` sets a
+:class:`~ifdistill.launchers.slurm_eval.SlurmRunner` field, e.g. ``slurm.partition=gpu``). The run's
+``devices`` and ``retries`` apply unless given; there is no time limit unless ``timeout_s`` is given
+(a run's limit is set against the training it must not hold up, which back-fill does not have).
 
 Every export is verified against the sha256 digests of its ``export.json`` first
 (:func:`~ifdistill.evaluator.model_source.verify_export`, all parts): a corrupt export is recorded as a
@@ -14,92 +25,112 @@ failure naming the file and no evaluator is started for it.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
-from ifdistill.callbacks.eval_logging import log_evaluation
-from ifdistill.callbacks.export import finished_exports, step_dir_name
-from ifdistill.results import run_metrics
+from ifdistill.callbacks.eval_jobs import EvalQueue
+from ifdistill.callbacks.evaluations import CheckpointEvaluations
+from ifdistill.rundir import RunDir
 
-
-def missing_steps(run_dir: Path) -> list[int]:
-    done = {int(s) for s in run_metrics.read(run_dir)["checkpoints"]}
-    return [step for step in finished_exports(run_dir / "exports") if step not in done]
+USAGE = ("usage: ifdistill-eval backfill run_dir=RUN_DIR [steps=[200,400]] [runner=local|slurm|persistent] "
+         "[slurm.partition=gpu ...] [devices={cpu_threads_bind: '1'}] [timeout_s=3600] [retries=1] [log=true]")
 
 
-def backfill(run_dir: str | os.PathLike, *, steps: Sequence[int] | None = None, devices: dict | None = None,
-             log: bool = True, timeout_s: float | None = None) -> dict[int, str]:
-    """Evaluate the missing (or the given) steps; returns {step: "ok" | failure reason}."""
+def _callback_settings(cfg: DictConfig) -> dict[str, Any]:
+    node = OmegaConf.select(cfg, "callbacks.checkpoint_eval")
+    return OmegaConf.to_container(node, resolve=True) if node is not None else {}
+
+
+def backfill(run_dir: str | os.PathLike, *, steps: Optional[Sequence[int]] = None, runner: Any = "run",
+             runner_options: Optional[dict] = None, devices: Optional[dict] = None, log: bool = True,
+             timeout_s: Optional[float] = None, retries: Optional[int] = None) -> dict[int, str]:
+    """Evaluate the missing (or the given) steps; returns ``{step: "ok" | failure reason}``.
+
+    ``runner``: ``"run"`` (what the run's config names; local when it names none), ``"local"``,
+    ``"slurm"``, a config node with ``_target_`` or a runner object."""
     from ifdistill.evaluator.errors import CorruptExportError
-    from ifdistill.evaluator.launch import evaluator_command
     from ifdistill.evaluator.model_source import verify_export
+    from ifdistill.launchers.runners import make_runner
 
-    run_dir = Path(run_dir).absolute()
-    cfg = OmegaConf.load(run_dir / "config.yaml")
-    todo = list(steps) if steps else missing_steps(run_dir)
+    run = RunDir(Path(run_dir).absolute())
+    cfg = OmegaConf.load(run.config_yaml)
+    settings = _callback_settings(cfg)
+    spec = settings.get("runner") if runner == "run" else runner
+    if runner == "run" and spec is None and settings.get("engine") == "persistent":
+        spec, runner_options = "persistent", {**(settings.get("persistent") or {}), **(runner_options or {})}
+    queue = EvalQueue(max_running=1, max_pending=1 << 30, policy="wait",
+                      timeout_s=float(timeout_s if timeout_s is not None else "inf"),
+                      retries=int(retries if retries is not None else settings.get("retries", 1)),
+                      runner=make_runner(spec, **(runner_options or {})))
+    extra = OmegaConf.select(cfg, "callbacks.checkpoint_eval.evals") or {}
+    evaluations = CheckpointEvaluations(
+        run, {None: cfg.eval, **{str(k): v for k, v in extra.items()}}, queue=queue, source="backfill", model_cfg=cfg.model,
+        evaluate_kind=str(settings.get("evaluate_kind", "auto")),
+        devices=devices if devices is not None else settings.get("devices"))
+    exports = run.finished_exports()
+    todo = sorted(steps) if steps else sorted(s for s in exports if not evaluations.is_done(s))
+    loggers = _loggers(cfg, run) if log and todo else []
     outcome: dict[int, str] = {}
-    loggers = _loggers(cfg, run_dir) if log and todo else []
-    for step in todo:
-        export = run_dir / "exports" / step_dir_name(step)
-        out_dir = run_dir / "evals" / step_dir_name(step)
-        try:
-            verify_export(export)
-        except CorruptExportError as err:
-            print(f"[backfill] step {step}: {err}", flush=True)
-            run_metrics.record_failure(run_dir, step, 0, f"backfill: {err}", None, "", time.time())
-            outcome[step] = str(err)
-            continue
-        argv, env = evaluator_command(cfg.eval, export, out_dir, devices=devices, model_cfg=cfg.model)
-        log_path = out_dir.parent / f"{out_dir.name}.backfill.log"
-        print(f"[backfill] step {step}: evaluating {export}", flush=True)
-        with open(log_path, "wb") as f:
-            proc = subprocess.run(argv, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s)
-        if proc.returncode != 0 or not (out_dir / "results.json").is_file():
-            reason = f"exit code {proc.returncode} (log: {log_path})"
-            run_metrics.record_failure(run_dir, step, 0, f"backfill: {reason}", proc.returncode,
-                                       log_path.read_text(errors="replace")[-2000:], time.time())
-            outcome[step] = reason
-            continue
-        results = json.loads((out_dir / "results.json").read_text())
-        run_metrics.record_checkpoint(run_dir, step, results, os.path.relpath(out_dir, run_dir), "backfill")
-        log_evaluation(loggers, step, results, out_dir)
-        outcome[step] = "ok"
-    for logger in loggers:
-        if type(logger).__name__ == "WandbLogger":
-            logger.experiment.finish()
+    try:
+        for step in todo:
+            if step not in exports:
+                outcome[step] = f"no finished export for step {step} under {run.exports}"
+                evaluations.record_failure(step, 0, outcome[step])
+                continue
+            try:
+                verify_export(exports[step])
+            except CorruptExportError as err:
+                print(f"[backfill] step {step}: {err}", flush=True)
+                evaluations.record_failure(step, 0, str(err))
+                outcome[step] = str(err)
+                continue
+            print(f"[backfill] step {step}: evaluating {exports[step]}", flush=True)
+            evaluations.land(evaluations.submit(step, exports[step]), loggers)
+        events = queue.drain(float("inf"))
+        evaluations.land(events, loggers)
+        for ev in events:
+            if ev.kind == "ok":
+                outcome[ev.job.step] = "ok"
+            elif ev.kind != "failed":  # failed: retried; its last attempt decides
+                outcome[ev.job.step] = f"{ev.reason} (log: {ev.job.log_path})"
+    finally:
+        evaluations.abandon("back-fill stopped")  # nothing left running if this process is interrupted
+        for logger in loggers:
+            if type(logger).__name__ == "WandbLogger":
+                logger.experiment.finish()
     return outcome
 
 
-def _loggers(cfg: Any, run_dir: Path) -> list:
-    from ifdistill.train.rundir import RunDir
+def _loggers(cfg: Any, run: RunDir) -> list:
     from ifdistill.train.run import build_loggers
 
-    meta = json.loads((run_dir / "run.json").read_text())
-    return build_loggers(cfg, RunDir(run_dir), meta["run_id"])
+    return build_loggers(cfg, run, run.read_meta()["run_id"])
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Optional[Sequence[str]] = None) -> int:
     args = OmegaConf.from_dotlist(list(sys.argv[1:] if argv is None else argv))
     if not args.get("run_dir"):
-        print("usage: ifdistill-eval backfill run_dir=RUN_DIR [steps=[200,400]] [devices={cpu_threads_bind: '1'}] "
-              "[log=true]", file=sys.stderr)
+        print(USAGE, file=sys.stderr)
         return 2
-    run_dir = Path(str(args.run_dir))
-    if not (run_dir / "run.json").is_file():
-        print(f"ifdistill-eval backfill: {run_dir} is not a training run directory (no run.json)", file=sys.stderr)
+    run = RunDir(str(args.run_dir))
+    if not run.is_run():
+        print(f"ifdistill-eval backfill: {run.root} is not a training run directory (no run.json)", file=sys.stderr)
         return 2
-    steps = [int(s) for s in args.get("steps") or []]
-    devices = OmegaConf.to_container(args.devices) if args.get("devices") else None
-    outcome = backfill(run_dir, steps=steps or None, devices=devices, log=bool(args.get("log", True)))
+    runner = str(args.get("runner") or "run")
+    if runner not in ("run", "local", "slurm", "persistent"):
+        print(f"ifdistill-eval backfill: runner={runner}: use local, slurm or persistent\n{USAGE}", file=sys.stderr)
+        return 2
+    plain = OmegaConf.to_container(args)
+    outcome = backfill(run.root, steps=[int(s) for s in plain.get("steps") or []] or None, runner=runner,
+                       runner_options=plain.get("slurm") if runner == "slurm" else None,
+                       devices=plain.get("devices"), log=bool(plain.get("log", True)),
+                       timeout_s=plain.get("timeout_s"), retries=plain.get("retries"))
     if not outcome:
-        print(f"[backfill] nothing to do: every export of {run_dir} has a result")
+        print(f"[backfill] nothing to do: every export of {run.root} has a result")
     for step, what in sorted(outcome.items()):
         print(f"[backfill] step {step}: {what}")
     return 0 if all(v == "ok" for v in outcome.values()) else 1

@@ -11,8 +11,8 @@ what happens to a new checkpoint: ``wait`` blocks training until a slot frees (n
 ``skip_new`` records the new one as skipped, ``drop_oldest`` drops the oldest waiting one (recorded too).
 Nothing is dropped silently: every skip is an event the callback records.
 
-How a job runs is a :class:`Runner`: :class:`LocalRunner` (a child process group on this node) or
-``ifdistill.launchers.slurm_eval.SlurmRunner`` (one SLURM job per evaluation, followed with sacct).
+Where a job runs is its runner (:mod:`ifdistill.launchers`): a child process group on this node by
+default, or one SLURM job per evaluation.
 """
 
 from __future__ import annotations
@@ -20,12 +20,11 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Literal, Protocol
+from typing import Any, Callable, Literal
+
+from ifdistill.launchers.runners import Runner, make_runner
 
 Policy = Literal["wait", "skip_new", "drop_oldest"]
 
@@ -41,6 +40,7 @@ class EvalJob:
     handle: Any = None  # the runner's handle: a Popen, or a SLURM job id
     started: float = 0.0
     log_path: Path | None = None
+    benchmark: str | None = None  # an extra benchmark's name (callbacks.checkpoint_eval.evals); None: ``eval``
 
 
 @dataclasses.dataclass
@@ -63,88 +63,6 @@ def _tail(path: Path | None, limit: int = 4000) -> str:
         return f.read().decode("utf-8", "replace")
 
 
-class Runner(Protocol):
-    """Starts, polls and kills one evaluation; ``poll`` returns None while running, else an exit code
-    (negative: killed by that signal)."""
-
-    def start(self, job: EvalJob) -> Any: ...
-    def poll(self, job: EvalJob) -> int | None: ...
-    def kill(self, job: EvalJob) -> None: ...
-
-
-# The evaluator's supervisor, the leader of its session: on Linux the kernel sends it SIGTERM when the
-# trainer dies (prctl PR_SET_PDEATHSIG = 1, kill -9 included), and a SIGTERM -- from the kernel or from
-# kill_group -- ends the whole session (the evaluator and vLLM's engine and workers: TERM, 5 s, KILL).
-# It exits as the evaluator did (a signal death is re-raised, so poll() still reads -signal).
-# A separate process rather than a preexec_fn, which is unsafe in a process with threads.
-_SUPERVISOR = """
-import ctypes, os, signal, subprocess, sys, time
-parent, stopping = int(sys.argv[1]), []
-def stop(*_):
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    stopping.append(time.monotonic())
-    os.killpg(0, signal.SIGTERM)
-signal.signal(signal.SIGTERM, stop)
-if sys.platform.startswith("linux"):
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
-if os.getppid() != parent:
-    os.killpg(0, signal.SIGKILL)
-child = subprocess.Popen(sys.argv[2:])
-while child.poll() is None:
-    if stopping and time.monotonic() - stopping[0] > 5:
-        os.killpg(0, signal.SIGKILL)
-    time.sleep(0.1)
-if stopping:
-    os.killpg(0, signal.SIGKILL)
-if child.returncode < 0:
-    signal.signal(-child.returncode, signal.SIG_DFL)
-    os.kill(os.getpid(), -child.returncode)
-sys.exit(child.returncode)
-"""
-
-
-def die_with_parent(argv: list[str]) -> list[str]:
-    """``argv`` run under a supervisor that ends it (and all it started) when the calling process dies."""
-    return [sys.executable, "-c", _SUPERVISOR, str(os.getpid()), *argv]
-
-
-class LocalRunner:
-    """A child process in its own session (so kill reaches vLLM's engine and worker processes) that dies
-    with the trainer (an evaluator outliving a killed trainer would hold its GPU and write to a dead run)."""
-
-    def start(self, job: EvalJob) -> subprocess.Popen:
-        with open(job.log_path, "wb") as log:
-            return subprocess.Popen(die_with_parent(job.argv), env=job.env, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
-
-    def poll(self, job: EvalJob) -> int | None:
-        return job.handle.poll()
-
-    def kill(self, job: EvalJob) -> None:
-        kill_group(job.handle)
-
-
-def kill_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
-    """SIGTERM the job's process group, SIGKILL what is left after ``grace_s`` — orphaned children too
-    (a killed evaluator can leave vLLM's engine and worker processes behind)."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        proc.wait(grace_s)
-    except subprocess.TimeoutExpired:
-        pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    try:
-        proc.wait(10.0)
-    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable
-        pass
-
-
 class EvalQueue:
     def __init__(self, *, max_running: int = 1, max_pending: int = 4, policy: Policy = "wait",
                  timeout_s: float = 3600.0, retries: int = 1, poll_interval_s: float = 1.0,
@@ -155,7 +73,7 @@ class EvalQueue:
         self.max_running, self.max_pending, self.policy = max_running, max_pending, policy
         self.timeout_s, self.retries, self.poll_interval_s = timeout_s, retries, poll_interval_s
         self.is_complete, self.clock = is_complete, clock
-        self.runner: Runner = runner or LocalRunner()
+        self.runner: Runner = make_runner(runner)
         self.running: list[EvalJob] = []
         self.pending: collections.deque[EvalJob] = collections.deque()
         self._events: list[EvalEvent] = []
@@ -206,6 +124,12 @@ class EvalQueue:
             self.runner.kill(job)
         self.running, self.pending = [], collections.deque()
         return left
+
+    def close(self) -> None:
+        """Release what the runner keeps between jobs (a long-lived evaluator server); idempotent."""
+        close = getattr(self.runner, "close", None)
+        if close is not None:
+            close()
 
     # -- internals ------------------------------------------------------------------------------
     def _start_pending(self) -> None:

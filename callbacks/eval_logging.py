@@ -16,7 +16,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-AGGREGATES = ("prompt_level_strict_acc", "inst_level_strict_acc", "prompt_level_loose_acc", "inst_level_loose_acc")
+from ifdistill.evaluator.output import METRICS, metric_values
+
 STEP_KEY = "ifeval/step"  # IFEval's; other benchmarks: step_key(benchmark)
 
 
@@ -29,33 +30,22 @@ def step_key(benchmark: str) -> str:
     return f"{benchmark}/step"
 
 
-def aggregates(results: dict) -> dict[str, float]:
-    """The four IFEval aggregates and their standard errors from a results.json payload."""
-    source = results.get("metrics", results)
-    out = {}
-    for name in AGGREGATES:
-        for key in (name, f"{name}_stderr"):
-            if key in source and source[key] is not None:
-                out[key] = float(source[key])
-    return out
-
-
-def evaluation_line(step: int, results: dict) -> str:
+def evaluation_line(step: int, results: dict, label: str = "checkpoint-eval") -> str:
     """One line for a finished checkpoint evaluation: the four aggregates, each ``value±stderr``."""
-    agg = aggregates(results)
+    agg = metric_values(results)
     parts = []
-    for name in AGGREGATES:
+    for name in METRICS:
         if name in agg:
             se = agg.get(f"{name}_stderr")
-            label = name.removesuffix("_acc").replace("_level_", " ").replace("_", " ")
-            parts.append(f"{label} {agg[name]:.4f}" + (f"±{se:.4f}" if se is not None else ""))
-    return f"[checkpoint-eval] step {step}: " + (" | ".join(parts) or "no aggregate metrics in results.json")
+            short = name.removesuffix("_acc").replace("_level_", " ").replace("_", " ")
+            parts.append(f"{short} {agg[name]:.4f}" + (f"±{se:.4f}" if se is not None else ""))
+    return f"[{label}] step {step}: " + (" | ".join(parts) or "no aggregate metrics in results.json")
 
 
 def flat_metrics(results: dict) -> dict[str, float]:
     """``<benchmark>/<aggregate>`` plus ``<benchmark>_type/<instruction id>/{strict,loose}`` accuracies."""
     bench = benchmark_of(results)
-    flat = {f"{bench}/{k}": v for k, v in aggregates(results).items()}
+    flat = {f"{bench}/{k}": v for k, v in metric_values(results).items()}
     for inst, vals in (results.get("per_instruction_type") or {}).items():
         for k, v in vals.items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):

@@ -30,20 +30,9 @@ from typing import Any
 
 import torch
 
-from ifdistill.hashing import WEIGHT_SUFFIXES, sha256_file
-
-
-
-def step_dir_name(step: int) -> str:
-    return f"step_{int(step):06d}"
-
-
-def is_peft(model: Any) -> bool:
-    try:
-        from peft import PeftModel
-    except ImportError:  # pragma: no cover - peft is a core dependency
-        return False
-    return isinstance(model, PeftModel)
+from ifdistill.hashing import weight_hashes
+from ifdistill.rundir import EXPORT_JSON, step_dir_name
+from ifdistill.train.modeling import is_peft
 
 
 def full_state_dict(trainer: Any, model: torch.nn.Module) -> dict[str, torch.Tensor] | None:
@@ -63,11 +52,6 @@ def full_state_dict(trainer: Any, model: torch.nn.Module) -> dict[str, torch.Ten
         sd = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
         return {k: v.detach().cpu().clone() for k, v in sd.items()} if rank0 else None
     return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()} if rank0 else None
-
-
-def weight_hashes(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): sha256_file(p)
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES)}
 
 
 def _save_tokenizer(tokenizer_src: str, dest: Path, chat_template: str | None) -> None:
@@ -115,9 +99,9 @@ def export_checkpoint(trainer: Any, model: torch.nn.Module, exports_root: str | 
             _save_tokenizer(tokenizer_src, tmp / "model", chat_template)
             kinds.append("model")
         info = {"step": int(step), "config_hash": config_hash, "kinds": kinds, "base_model": base_model,
-                "weights": weight_hashes(tmp), "export_seconds": round(time.perf_counter() - t0, 3),
+                "weights": weight_hashes(tmp, recursive=True), "export_seconds": round(time.perf_counter() - t0, 3),
                 "time": time.time()}
-        (tmp / "export.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+        (tmp / EXPORT_JSON).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
         tmp.chmod(0o755)
         if final.exists():  # an export of the same step from an earlier (resumed) attempt
             shutil.rmtree(final)
@@ -127,18 +111,8 @@ def export_checkpoint(trainer: Any, model: torch.nn.Module, exports_root: str | 
     return final
 
 
-def finished_exports(exports_root: str | os.PathLike) -> dict[int, Path]:
-    """``{step: export dir}`` of the finished exports under ``exports_root`` (``export.json`` is written
-    last, inside a temp dir renamed into place, so a dir without it is an interrupted export)."""
-    found = {}
-    for export in sorted(Path(exports_root).glob("step_*")):
-        if (export / "export.json").is_file():
-            found[int(json.loads((export / "export.json").read_text())["step"])] = export
-    return found
-
-
 def read_export(export_dir: str | os.PathLike) -> dict:
-    path = Path(export_dir) / "export.json"
+    path = Path(export_dir) / EXPORT_JSON
     if not path.is_file():
         raise FileNotFoundError(f"{export_dir} is not a finished export (no export.json)")
     return json.loads(path.read_text())

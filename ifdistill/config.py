@@ -27,6 +27,8 @@ class ModelSchema:
 
 @dataclass
 class PathsSchema:
+    """Where things are read from and written to (never part of a run's config hash)."""
+
     root_dir: str = "."
     shared_data_dir: str = "../shared/data"
     output_root: str = "outputs"
@@ -45,6 +47,22 @@ def register_schema(section: str, schema: type) -> None:
     SCHEMAS[section] = schema
 
 
+def check_schema(schema: type, node: Any, where: str, *, resolve: bool = False, as_object: bool = False) -> Any:
+    """``node`` merged into ``schema`` in struct mode; an unknown key or a wrong type raises
+    :class:`ConfigError` starting with ``where`` and naming the key.
+
+    ``resolve``: a DictConfig node is resolved against its own root first (its interpolations may
+    point outside the section). ``as_object``: the result is the schema's dataclass, not a DictConfig.
+    """
+    try:
+        if resolve and isinstance(node, DictConfig):
+            node = OmegaConf.to_container(node, resolve=True)
+        merged = OmegaConf.merge(OmegaConf.structured(schema), node)
+        return OmegaConf.to_object(merged) if as_object else merged
+    except Exception as err:  # omegaconf raises several types; the message names the key
+        raise ConfigError(f"{where}: {err}".strip()) from None
+
+
 def validate(cfg: DictConfig, sections: Optional[list[str]] = None) -> DictConfig:
     """Check the named (default: all known and present) sections against their schemas.
 
@@ -52,12 +70,8 @@ def validate(cfg: DictConfig, sections: Optional[list[str]] = None) -> DictConfi
     """
     for name in sections or [s for s in SCHEMAS if s in cfg]:
         node: Any = OmegaConf.select(cfg, name, throw_on_missing=True)
-        if node is None:
-            continue
-        try:
-            OmegaConf.merge(OmegaConf.structured(SCHEMAS[name]), node)
-        except Exception as err:  # omegaconf raises several types; the message names the key
-            raise ConfigError(f"config section '{name}': {err}".strip()) from None
+        if node is not None:
+            check_schema(SCHEMAS[name], node, f"config section '{name}'")
     return cfg
 
 

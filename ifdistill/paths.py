@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import IO, Callable, Iterator
+from typing import IO, Any, Callable, Iterator
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA_ENV = "IFDISTILL_SHARED_DATA"
@@ -120,6 +121,19 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs) -> Ite
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """``text`` to ``path`` through :func:`atomic_write`."""
+    with atomic_write(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return Path(path)
+
+
+def write_json_atomic(path: str | os.PathLike, payload: Any, *, sort_keys: bool = True) -> Path:
+    """``payload`` as indented JSON (one trailing newline) to ``path`` through :func:`atomic_write`;
+    values JSON cannot hold are written as their ``str``."""
+    return write_text_atomic(path, json.dumps(payload, indent=2, sort_keys=sort_keys, default=str) + "\n")
 
 
 def _umask() -> int:

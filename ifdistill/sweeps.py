@@ -1,4 +1,5 @@
-"""Hydra multirun sweeps: job and run names from the swept values, the W&B group of a sweep, and one guard.
+"""Hydra multirun sweeps: job and run names from the swept values, the swept values each run logs
+(``sweep/<key>``, what the W&B view groups by), and one guard.
 
 ``ifdistill-train -m experiment=ifeval_replay_sweep [hydra/launcher=slurm]`` runs one training per
 combination of the preset's ``hydra.sweeper.params``. Each run is named by *what was swept*
@@ -19,6 +20,9 @@ import hashlib
 import re
 from typing import Any
 
+from omegaconf import OmegaConf
+
+SWEEP_PREFIX = "sweep/"  # swept values in the W&B run config: sweep/<last key component>
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -52,6 +56,38 @@ def sweep_name(overrides: Any, params: Any = None) -> str:
     if len(name) > _MAX_NAME:
         name = f"{name[:_MAX_NAME - 9]}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
     return name
+
+
+def run_config_key(key: str) -> str:
+    """A swept key's name in the run config: its last component, as in the sweep's run names."""
+    return SWEEP_PREFIX + str(key).split(".")[-1]
+
+
+def _hydra_cfg(cfg: Any) -> Any:
+    """The config's own ``hydra`` node (a composed config) or the running job's."""
+    return cfg.hydra if "hydra" in cfg else _hydra()
+
+
+def swept_keys(cfg: Any) -> list[str]:
+    """The config keys the sweep preset sweeps (``hydra.sweeper.params``), in their order."""
+    hydra = _hydra_cfg(cfg)
+    params = hydra.sweeper.get("params") if hydra is not None else None
+    return [str(k) for k in (params or {}).keys()]
+
+
+def swept_values(cfg: Any) -> dict[str, Any]:
+    """``{"sweep/ratio": 0.05, "sweep/method": "distill", "sweep/seed": 1}``: each swept key's value in
+    this run, under its short name. A config group (``method``) gives its chosen option's name; other
+    keys their resolved value. Empty outside a sweep preset."""
+    hydra = _hydra_cfg(cfg)
+    choices = dict(hydra.runtime.choices) if hydra is not None and "runtime" in hydra else {}
+    out = {}
+    for key in swept_keys(cfg):
+        value = choices[key] if key in choices else OmegaConf.select(cfg, key, throw_on_missing=True)
+        if run_config_key(key) in out:
+            raise ValueError(f"hydra.sweeper.params: {key!r} and another swept key share the name {run_config_key(key)!r}")
+        out[run_config_key(key)] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+    return out
 
 
 def slurm_gpus(accelerator: str, devices: Any) -> Any:

@@ -13,10 +13,10 @@ hand. This module states that view once, as a JSON-able specification built from
 
 Runs are filtered to the sweep's W&B group and grouped by the swept values except the seed, so the
 seeds of one (method, ratio) cell are one line: their mean with a standard-error band. The swept values
-reach the W&B run config as ``sweep/<key>`` (:func:`swept_values`, logged by the training run), because
+reach the W&B run config as ``sweep/<key>`` (:func:`ifdistill.sweeps.swept_values`, logged by the training run), because
 the method is a config *group* whose resolved section holds no name.
 
-:func:`view_spec` and :func:`swept_values` use only the config; :func:`to_workspace` turns a spec into
+:func:`view_spec` uses only the config; :func:`to_workspace` turns a spec into
 ``wandb_workspaces`` objects (the ``wandb-view`` extra) and only :func:`main` without ``--dry-run``
 contacts W&B.
 """
@@ -31,9 +31,10 @@ import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-SWEEP_PREFIX = "sweep/"
+from ifdistill.sweeps import run_config_key, swept_keys
+
 AGGREGATED = ("seed",)  # swept keys whose runs are averaged within a group rather than split by
 TRAIN_STEP = "trainer/global_step"  # Lightning's WandbLogger x axis for train/* and val/*
 VARIANTS = ("prompt_level_strict_acc", "prompt_level_loose_acc", "inst_level_strict_acc", "inst_level_loose_acc")
@@ -53,72 +54,15 @@ def _conf_dir() -> Path:
     return Path(ifdistill.conf.__file__).resolve().parent
 
 
-def _short(key: str) -> str:
-    """A swept key's name in the run config: its last component, as in the sweep's run names."""
-    return SWEEP_PREFIX + str(key).split(".")[-1]
-
-
-def _hydra_cfg(cfg: Any) -> Any:
-    if "hydra" in cfg:
-        return cfg.hydra
-    from hydra.core.hydra_config import HydraConfig
-
-    return HydraConfig.get() if HydraConfig.initialized() else None
-
-
-def swept_keys(cfg: Any) -> list[str]:
-    """The config keys the sweep preset sweeps (``hydra.sweeper.params``), in their order."""
-    hydra = _hydra_cfg(cfg)
-    params = hydra.sweeper.get("params") if hydra is not None else None
-    return [str(k) for k in (params or {}).keys()]
-
-
-def swept_values(cfg: Any) -> dict[str, Any]:
-    """``{"sweep/ratio": 0.05, "sweep/method": "distill", "sweep/seed": 1}``: each swept key's value in
-    this run, under its short name. A config group (``method``) gives its chosen option's name; other
-    keys their resolved value. Empty outside a sweep preset."""
-    hydra = _hydra_cfg(cfg)
-    choices = dict(hydra.runtime.choices) if hydra is not None and "runtime" in hydra else {}
-    out = {}
-    for key in swept_keys(cfg):
-        value = choices[key] if key in choices else OmegaConf.select(cfg, key, throw_on_missing=True)
-        if _short(key) in out:
-            raise ValueError(f"hydra.sweeper.params: {key!r} and another swept key share the name {_short(key)!r}")
-        out[_short(key)] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
-    return out
-
-
-def _option_benchmark(name: str) -> str:
-    """The ``benchmark`` an eval option (conf/eval/<name>.yaml) sets, following its defaults list."""
-    path = _conf_dir() / "eval" / f"{name}.yaml"
-    if not path.is_file():
-        raise ValueError(f"eval option {name!r}: no {path}")
-    node = OmegaConf.load(path)
-    if "benchmark" in node:
-        return str(node.benchmark)
-    for parent in node.get("defaults") or []:
-        if isinstance(parent, str) and parent != "_self_":
-            return _option_benchmark(parent)
-    return "ifeval"
-
-
 def benchmarks(cfg: Any) -> list[str]:
     """The benchmarks a run evaluates at its checkpoints: ``eval.benchmark`` (``ifeval`` when the eval
-    config names none) plus each entry of ``callbacks.checkpoint_eval.evals`` (an eval option name or a
-    mapping with ``benchmark``). Empty when no checkpoint-eval callback runs."""
+    config names none) plus that of each section in ``callbacks.checkpoint_eval.evals`` (``{name: eval
+    section}``, as the callback reads it). Empty when no checkpoint-eval callback runs."""
     callback = (cfg.get("callbacks") or {}).get("checkpoint_eval")
     if callback is None or not callback.get("_target_"):  # training instantiates only entries with one
         return []
-    out = [str((cfg.get("eval") or {}).get("benchmark") or "ifeval")]
-    for i, entry in enumerate(callback.get("evals") or []):
-        if isinstance(entry, str):
-            out.append(_option_benchmark(entry))
-        elif "benchmark" in entry:
-            out.append(str(entry.benchmark))
-        else:
-            raise ValueError(f"callbacks.checkpoint_eval.evals[{i}]: neither an eval option name nor a mapping "
-                             f"with 'benchmark': {entry!r}")
-    return list(dict.fromkeys(out))
+    sections = [cfg.get("eval") or {}, *(callback.get("evals") or {}).values()]
+    return list(dict.fromkeys(str(section.get("benchmark") or "ifeval") for section in sections))
 
 
 def instruction_ids(benchmark: str) -> list[str]:
@@ -161,7 +105,7 @@ def view_spec(cfg: DictConfig, *, group: str, entity: Optional[str] = None, proj
     """The view of ``group``'s runs as a JSON-able dict (what ``--dry-run`` prints)."""
     bms = list(bench) if bench is not None else benchmarks(cfg)
     vals = val_names(cfg)
-    grouping = [_short(k) for k in swept_keys(cfg) if k.split(".")[-1] not in AGGREGATED]
+    grouping = [run_config_key(k) for k in swept_keys(cfg) if k.split(".")[-1] not in AGGREGATED]
     training = [_line(f"train {m}", TRAIN_STEP, [f"train/{m}"]) for m in ("ce", "acc")]
     training += [_line(f"held-out {m}", TRAIN_STEP, [f"val/{v}/{m}" for v in vals]) for m in ("ce", "acc") if vals]
     sections = [_benchmark_section(b) for b in bms]

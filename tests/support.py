@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -109,3 +110,47 @@ def adam_weight_tolerance(lr: float, steps: int) -> float:
     invisible to Adam at any tolerance: SGD comparisons test the gradient's scale.
     """
     return ADAM_RELATIVE_UPDATE_ERROR * lr * steps
+
+
+# -- processes (the no-process-left-behind checks) --
+
+def _live_processes() -> dict[int, list[str]]:
+    """``pid -> stat fields after the name`` of every live process (zombies count as gone)."""
+    out = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] != "Z":
+            out[int(proc.name)] = fields
+    return out
+
+
+def session_members(sid: int) -> list[int]:
+    """Live processes of session ``sid`` (an evaluator started with ``start_new_session``: its pid)."""
+    return [pid for pid, fields in _live_processes().items() if int(fields[3]) == sid]
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid``."""
+    children: dict[int, list[int]] = {}
+    for child, fields in _live_processes().items():
+        children.setdefault(int(fields[1]), []).append(child)
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo += children.get(p, [])
+    return found
+
+
+def left_behind(before: list[int]) -> list[int]:
+    """Processes below this one that were not there in ``before`` (a :func:`descendants` snapshot taken
+    when the test started). Only new ones count: earlier tests in the same pytest process legitimately
+    leave long-lived helpers of pytest itself (multiprocessing's resource tracker, started by an
+    in-process vLLM engine, lives until the interpreter exits)."""
+    return sorted(set(descendants(os.getpid())) - set(before))

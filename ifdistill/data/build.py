@@ -1,6 +1,6 @@
 """Sources -> mixing -> rendering: the training dataset, in one function that training wraps.
 
-:func:`build_train_dataset` is what a LightningDataModule (issue 6) calls: it loads the new-data
+:func:`build_train_dataset` is what the training LightningDataModule calls: it loads the new-data
 sources and the replay sources, holds out evaluation slices, renders every new example (so length
 drops are known before the mixture is counted), pulls replay examples lazily in each source's seeded
 stream order until the exact count is reached (a dropped replay row is replaced by the next one in

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ifdistill.paths import atomic_write
+from ifdistill.paths import write_json_atomic
 
 MANIFEST_NAME = "data_manifest.json"
 MANIFEST_VERSION = 1
@@ -49,15 +49,6 @@ def tokenizer_identity(tokenizer) -> dict[str, Any]:
         "pad_token": getattr(tokenizer, "pad_token", None),
         "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest() if template else None,
     }
-
-
-def write_json_atomic(path: str | Path, data: Any) -> Path:
-    """Write JSON to ``path`` atomically (:func:`ifdistill.paths.atomic_write`)."""
-    path = Path(path)
-    with atomic_write(path) as f:
-        json.dump(data, f, indent=2, sort_keys=False, default=str)
-        f.write("\n")
-    return path
 
 
 class DataManifest:
@@ -100,7 +91,7 @@ class DataManifest:
         path = Path(path)
         if path.is_dir() or not path.suffix:
             path = path / MANIFEST_NAME
-        return write_json_atomic(path, self.data)
+        return write_json_atomic(path, self.data, sort_keys=False)
 
 
 def replay_share(batch: Mapping[str, Any]) -> dict[str, float]:

@@ -13,20 +13,20 @@ Ratios are parsed as decimals (``Fraction(str(ratio))``), so 0.18 * 2000 is 360,
 Because a ratio is set in examples but the loss sees tokens, :mod:`ifdistill.data.manifest` also
 reports the share in supervised tokens.
 
-How this differs from other tools (from my knowledge of their code; check before quoting):
+How other tools define a mixture (read from their code; check the version in use before quoting):
 
 - **open-instruct** (``dataset_mixer`` / ``dataset_mixer_list``): the number next to each dataset is
   a *per-dataset sampling amount* -- a float is the fraction of *that dataset's own rows* to take, an
-  integer an absolute row count (newer versions repeat a dataset when the count exceeds its size; I
-  am not sure in which version that started). The chosen rows are concatenated and shuffled. So
-  ``smoltalk 0.05`` means 5% of SmolTalk, not 5% of the training mix; the replay share is
+  integer an absolute row count (recent versions repeat a dataset when the count exceeds its size).
+  The chosen rows are concatenated and shuffled. So ``smoltalk 0.05`` means 5% of SmolTalk, not 5%
+  of the training mix; the replay share is
   ``f*R / (N + f*R)`` for a replay set of ``R`` rows and ``N`` new rows. To express that here, use
   ``ratio = f*R / (N + f*R)``.
-- **TRL**: as far as I know it has no replay ratio at all. ``SFTTrainer`` trains on the one dataset
-  it is given; the ``trl sft`` CLI's dataset mixture (``DatasetMixtureConfig``, TRL >= ~0.20) loads
-  each listed dataset (optionally a split/slice and columns) and *concatenates* them, so each
-  source's share is simply its row count (I know of no weight field there; a user subsamples with
-  split slicing such as ``train[:5%]``, which again is a fraction of that dataset, not of the mix).
+- **TRL** has no replay ratio. ``SFTTrainer`` trains on the one dataset it is given; the ``trl sft``
+  CLI's dataset mixture (``DatasetMixtureConfig``, TRL >= ~0.20) loads each listed dataset
+  (optionally a split/slice and columns) and *concatenates* them, so each source's share is simply
+  its row count (there is no weight field; a user subsamples with split slicing such as
+  ``train[:5%]``, which again is a fraction of that dataset, not of the mix).
   ``datasets.interleave_datasets(probabilities=...)`` is sometimes used instead: that is a
   *sampling probability* per draw (the realised counts are random, not exact) and, with the default
   ``stopping_strategy="first_exhausted"``, the epoch ends when the smallest dataset runs out.

@@ -3,8 +3,8 @@
 Modules: ``run`` (:func:`evaluate`, the code path everyone uses), ``cli`` (the Hydra entry point),
 ``launch`` (:func:`evaluator_command`: argv + environment for a separate evaluator process),
 ``settings`` (the ``eval`` config schema), ``model_source`` (what is evaluated), ``dataset`` and
-``prompts`` (what the model reads), ``generation`` / ``backend_vllm`` / ``backend_hf`` (how it
-writes), ``fingerprint`` (``eval_config_hash``), ``results`` / ``schema`` (what is written).
+``prompts`` (what the model reads), ``generation`` (requests and post-processing), ``backends``
+(which backend) / ``backend_vllm`` / ``backend_hf`` (how it writes), ``fingerprint`` (``eval_config_hash``), ``results`` / ``schema`` (what is written).
 
 Importing this package is cheap: torch, transformers and vLLM load only when an evaluation runs.
 """

@@ -12,6 +12,10 @@ Choices and why (../shared/notes/cpu-training-and-vllm.md has the measurements):
   the engine and worker processes it spawns read them at start.
 - An adapter is served by the base engine started with ``enable_lora`` and ``max_lora_rank`` = the
   adapter's rank rounded up to a size vLLM supports; the same engine then serves the base model too.
+- Prefix caching is on (vLLM's default, stated explicitly): the engine reuses the KV blocks of shared
+  prompt prefixes *within* an evaluation. An engine that serves several checkpoints
+  (:mod:`ifdistill.evaluator.serve`) must clear it whenever the weights or the adapter change
+  (:meth:`VLLMBackend.reset_caches`), since a block's key is its token ids, not the weights.
 - vLLM spawns an EngineCore and a worker process: callers must run under ``if __name__ == "__main__"``.
 """
 
@@ -51,12 +55,31 @@ def apply_cpu_environment(runtime: RuntimeSettings) -> None:
         os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] = str(runtime.cpu_reserved)
 
 
+def _refresh_embeddings(worker) -> int:
+    """In each vLLM worker, after ``reload_weights``: redo the post-load processing of every embedding and
+    LM-head layer from its current weight (on CPU: the prepacked GEMM of a tied head); returns how many."""
+    from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
+
+    count = 0
+    for module in worker.model_runner.get_model().modules():
+        if isinstance(module, VocabParallelEmbedding) and getattr(module, "quant_method", None) is not None:
+            module.quant_method.process_weights_after_loading(module)
+            count += 1
+    return count
+
+
 class VLLMBackend:
     name = "vllm"
 
     def __init__(self, model_dir: str, *, tokenizer_dir: str, dtype: str, max_model_len: int, seed: int,
-                 runtime: RuntimeSettings, lora_rank: Optional[int] = None):
+                 runtime: RuntimeSettings, lora_rank: Optional[int] = None, persistent: bool = False):
+        """``persistent``: the engine serves several checkpoints (:mod:`ifdistill.evaluator.serve`): every
+        adapter request gets a new id, weights can be reloaded in place (which sends a function to the
+        worker: vLLM's pickle-based serialisation between its own local processes is allowed), and on
+        GPU with ``runtime.gpu_shared_with_training`` the engine can sleep between checkpoints."""
         apply_cpu_environment(runtime)
+        if persistent:
+            os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"  # read by the engine process at its start
         from vllm import LLM
         from vllm.platforms import current_platform
 
@@ -64,7 +87,7 @@ class VLLMBackend:
         self.on_cpu = current_platform.is_cpu()
         self.max_lora_rank = lora_rank_slot(lora_rank) if lora_rank else None
         kwargs = dict(model=model_dir, tokenizer=tokenizer_dir, dtype=dtype, max_model_len=max_model_len,
-                      seed=seed, generation_config="vllm",
+                      seed=seed, generation_config="vllm", enable_prefix_caching=True,
                       enforce_eager=self.on_cpu if runtime.enforce_eager is None else runtime.enforce_eager,
                       tensor_parallel_size=runtime.tensor_parallel_size)
         if self.on_cpu:
@@ -73,11 +96,16 @@ class VLLMBackend:
             kwargs["kv_cache_memory_bytes"] = int(runtime.kv_cache_memory_bytes)
         else:
             kwargs["gpu_memory_utilization"] = runtime.gpu_memory_utilization
+            if persistent and runtime.gpu_shared_with_training:  # GPU only: vLLM-CPU has no sleep mode
+                kwargs["enable_sleep_mode"] = True
         if runtime.max_num_seqs:
             kwargs["max_num_seqs"] = runtime.max_num_seqs
         if self.max_lora_rank:
             kwargs.update(enable_lora=True, max_lora_rank=self.max_lora_rank, max_loras=1)
         self.settings = {k: v for k, v in kwargs.items() if k not in ("model", "tokenizer")}
+        self.sleep_mode = bool(kwargs.get("enable_sleep_mode"))
+        self.asleep = False
+        self._lora_serial: Optional[int] = 0 if persistent else None  # persistent: one fresh adapter id per request
         log.info("starting vLLM: %s", self.settings)
         self.llm = LLM(**kwargs)
 
@@ -102,11 +130,56 @@ class VLLMBackend:
             stop=list(sampling.stop) or None, stop_token_ids=list(sampling.stop_token_ids),
             repetition_penalty=1.0, skip_special_tokens=True) for r in requests]
         prompts = [TokensPrompt(prompt_token_ids=list(r.token_ids)) for r in requests]
-        lora = LoRARequest(f"adapter-{lora_id(adapter_dir)}", lora_id(adapter_dir), adapter_dir) if adapter_dir else None
-        if lora is not None and not self.max_lora_rank:
-            raise ValueError("this vLLM engine was started without LoRA support")
-        outputs = self.llm.generate(prompts, params, lora_request=lora, use_tqdm=progress)
+        lora = None
+        if adapter_dir:
+            if not self.max_lora_rank:
+                raise ValueError("this vLLM engine was started without LoRA support")
+            if self._lora_serial is None:
+                lora = LoRARequest(f"adapter-{lora_id(adapter_dir)}", lora_id(adapter_dir), adapter_dir)
+            else:
+                self._lora_serial += 1
+                lora = LoRARequest(f"checkpoint-{self._lora_serial}", self._lora_serial, adapter_dir)
+        try:
+            outputs = self.llm.generate(prompts, params, lora_request=lora, use_tqdm=progress)
+        finally:
+            if lora is not None and self._lora_serial is not None:
+                self.llm.llm_engine.remove_lora(lora.lora_int_id)  # its slot and cached weights go now
         return [list(o.outputs[0].token_ids) for o in outputs]
+
+    # -- serving several checkpoints from one engine (ifdistill.evaluator.serve) --------------------
+    def load_weights(self, model_dir: str) -> None:
+        """Load the full weights in ``model_dir`` into the running engine, in place (same architecture).
+
+        vLLM's worker ``reload_weights`` reads the safetensors of ``model_dir`` through the same loader
+        as at start-up (checkpoint format: names mapped, QKV / gate-up fused, tied embeddings skipped)
+        and then drops the LoRA, encoder and multimodal state derived from the old weights. A layer that
+        receives no weights of its own is left as it was -- a tied LM head shares the embedding's
+        parameter (updated) but on CPU keeps a GEMM kernel prepacked from the *old* values, so every
+        embedding layer's post-load processing is run again (:func:`_refresh_embeddings`)."""
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_path": model_dir, "is_checkpoint_format": True})
+        self.llm.collective_rpc(_refresh_embeddings)
+        self.model_dir = model_dir
+
+    def reset_caches(self) -> None:
+        """Forget everything computed with earlier weights: the prefix cache (KV blocks keyed by token
+        ids only), and the encoder and multimodal caches (empty for text models; cleared for safety)."""
+        if not self.llm.reset_prefix_cache():
+            raise RuntimeError("vLLM refused to reset its prefix cache (requests still running)")
+        self.llm.reset_mm_cache()
+        self.llm.llm_engine.reset_encoder_cache()
+
+    def sleep(self) -> None:
+        """GPU, engine started with ``sleep_mode``: level 1 between checkpoints -- the weights are
+        copied to CPU memory and the KV cache is discarded, so training gets back all the GPU memory
+        but CUDA graphs and the allocator's pool bookkeeping. Never called on CPU."""
+        if self.sleep_mode and not self.on_cpu and not self.asleep:
+            self.llm.sleep(level=1)
+            self.asleep = True
+
+    def wake_up(self) -> None:
+        if self.asleep:
+            self.llm.wake_up()
+            self.asleep = False
 
     def close(self) -> None:
         llm, self.llm = getattr(self, "llm", None), None

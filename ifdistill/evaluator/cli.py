@@ -64,26 +64,8 @@ def compose_config(overrides: Sequence[str] = (), *, output_dir: Optional[str] =
         return compose("eval", overrides=[*extra, *overrides])
 
 
-def _backfill() -> None:
-    """``ifdistill-eval backfill run_dir=...``: evaluate a run's exports that have no result yet.
-
-    Provided by the checkpoint-eval side (``ifdistill.callbacks.backfill.main``, which starts this
-    program per export through :func:`~ifdistill.evaluator.launch.evaluator_command`); this entry
-    point only dispatches, so both commands share one console script.
-    """
-    try:
-        from ifdistill.callbacks.backfill import main as backfill_main
-    except ImportError as err:
-        sys.exit(f"ifdistill-eval backfill: not available in this installation ({err})")
-    del sys.argv[1]
-    sys.exit(backfill_main())
-
-
 def main() -> None:
     clean_environment(os.environ)
-    if sys.argv[1:2] == ["backfill"]:
-        _backfill()
-        return
     _app()
 
 

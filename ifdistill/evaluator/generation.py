@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Any, Optional, Protocol, Sequence
+from typing import Optional, Protocol, Sequence
 
 from ifdistill.evaluator.model_source import ModelSource
-from ifdistill.evaluator.settings import EvalSettings, GenerationSettings
+from ifdistill.evaluator.settings import GenerationSettings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,17 +114,3 @@ def scored_text(text: str, strip_thinking: bool) -> tuple[str, str]:
     if THINK_OPEN in text:
         return "", "unterminated"
     return text, "none"
-
-
-def make_backend(settings: EvalSettings, source: ModelSource, *, context_len: int, seed: int) -> Any:
-    """Start the configured backend for ``source`` (the expensive step: model load, engine start)."""
-    if settings.backend == "vllm":
-        from ifdistill.evaluator.backend_vllm import VLLMBackend
-
-        return VLLMBackend(source.model_dir, tokenizer_dir=source.tokenizer_dir, dtype=settings.dtype,
-                           max_model_len=context_len, seed=seed, runtime=settings.runtime,
-                           lora_rank=source.lora_rank if source.adapter_dir else None)
-    from ifdistill.evaluator.backend_hf import HFBackend
-
-    return HFBackend(source.model_dir, adapter_dir=source.adapter_dir, tokenizer_dir=source.tokenizer_dir,
-                     dtype=settings.dtype, runtime=settings.runtime)

@@ -31,6 +31,7 @@ from typing import Any, Iterable, Mapping, MutableMapping, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from ifdistill.evaluator.settings import RuntimeSettings, eval_settings
+from ifdistill.rundir import EXPORT_JSON
 
 DISTRIBUTED_VARS = (
     "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
@@ -87,7 +88,7 @@ def request_eval_section(eval_cfg: Any, devices: Optional[Mapping[str, Any]] = N
 
 
 def _export_base(model_dir: Path) -> Optional[str]:
-    info = model_dir / "export.json"
+    info = model_dir / EXPORT_JSON
     if info.is_file():
         return json.loads(info.read_text()).get("base_model")
     return None

@@ -26,15 +26,14 @@ file damaged on disk or in a copy is refused instead of being scored. A plain HF
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any, Optional
 
-from ifdistill.hashing import WEIGHT_SUFFIXES, sha256_file
 from ifdistill.evaluator.errors import AdapterMismatchError, CorruptExportError, ModelNotFoundError
+from ifdistill.hashing import weight_files, weight_hashes, weight_sha256
 
 # What a snapshot needs for loading and identity (not ONNX / GGUF / original checkpoints).
 HUB_PATTERNS = ["*.json", "*.safetensors", "*.jinja", "*.model", "*.txt", "*.tiktoken"]
@@ -120,8 +119,9 @@ def verify_export(export: str | os.PathLike, parts: Optional[tuple[str, ...]] = 
     training export are exactly those ``export.json`` records, each with its recorded sha256.
 
     A missing file, a weight file export.json does not list (it would be loaded unverified), and a
-    changed byte anywhere are each refused with the file's path. Hashes go through :func:`_sha256`,
-    so the identity computed later for results.json does not read the files a second time.
+    changed byte anywhere are each refused with the file's path. Hashes go through
+    :func:`ifdistill.hashing.weight_sha256`, so the identity computed later for results.json does not
+    read the files a second time.
     """
     export = Path(export)
     meta = export / "export.json"
@@ -130,8 +130,8 @@ def verify_export(export: str | os.PathLike, parts: Optional[tuple[str, ...]] = 
         raise CorruptExportError(f"{meta} records no weight digests ('weights'): the export cannot be verified; "
                                  "re-export the checkpoint")
     wanted = {rel: digest for rel, digest in recorded.items() if parts is None or rel.split("/")[0] in parts}
-    on_disk = {str(p.relative_to(export)) for part in (parts or ("adapter", "merged", "model"))
-               for p in (export / part).rglob("*") if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES)}
+    on_disk = {p.relative_to(export).as_posix() for part in (parts or ("adapter", "merged", "model"))
+               if (export / part).is_dir() for p in weight_files(export / part, recursive=True)}
     unrecorded = sorted(on_disk - set(wanted))
     if unrecorded:
         raise CorruptExportError(f"{export / unrecorded[0]}: weight file not recorded in {meta}; the export was "
@@ -140,7 +140,7 @@ def verify_export(export: str | os.PathLike, parts: Optional[tuple[str, ...]] = 
         path = export / rel
         if not path.is_file():
             raise CorruptExportError(f"{path}: weight file recorded in {meta} is missing")
-        actual = _sha256(path)
+        actual = weight_sha256(path)
         if actual != digest:
             raise CorruptExportError(f"{path}: sha256 {actual[:16]}... differs from {digest[:16]}... recorded in "
                                      f"{meta}: the file is corrupt; re-export the checkpoint or evaluate another step")
@@ -250,24 +250,6 @@ def check_adapter_matches_base(adapter_dir: str, model_dir: str) -> None:
 
 
 # -- identity ---------------------------------------------------------------------------------------
-
-@functools.lru_cache(maxsize=256)
-def _sha256_cached(path: str, size: int, mtime_ns: int, inode: int) -> str:
-    return sha256_file(path)
-
-
-def _sha256(path: Path) -> str:
-    """sha256 of a weight file, computed once per process for an unchanged file (size, mtime, inode):
-    the export check and the identity in results.json read multi-GB weights once, not twice."""
-    st = path.stat()
-    return _sha256_cached(str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
-
-
-def weight_hashes(folder: str) -> dict[str, str]:
-    """sha256 of every weight file directly in ``folder`` (sharded checkpoints included)."""
-    root = Path(folder)
-    return {p.name: _sha256(p) for p in sorted(root.iterdir()) if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES)}
-
 
 def tokenizer_hash(folder: str, chat_template: str) -> str:
     """sha256 over the tokenizer files of ``folder`` and the chat template actually used."""

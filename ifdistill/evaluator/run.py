@@ -6,8 +6,8 @@ Two phases, so every input error surfaces in seconds, before a backend starts (v
    adapter/base mismatch), load the tokenizer (no chat template), read the data (empty dataset),
    render every prompt with its demonstrations, check it fits the context, and compute
    ``eval_config_hash``. Cheap: no model weights are loaded (only hashed).
-2. :func:`execute` -- start the backend (or use one passed in, to share an engine between several
-   evaluations of the same base model), generate, cut and decode the responses
+2. :func:`execute` -- start the backend (or use one passed in: ``ifdistill-eval serve`` keeps one
+   engine for a whole training run and loads each checkpoint into it), generate, cut and decode the responses
    (:func:`~ifdistill.evaluator.generation.finalize`), score them with ``ifdistill.ifeval``, and
    publish results.json + samples.jsonl atomically.
 
@@ -32,13 +32,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from ifdistill.config import validate
 from ifdistill.evaluator import fingerprint as fp
+from ifdistill.evaluator.backends import make_backend
 from ifdistill.evaluator.dataset import LoadedRows, load_eval_rows, load_rows
 from ifdistill.evaluator.errors import EvaluatorError, OutputExistsError
-from ifdistill.evaluator.generation import Request, Sampling, finalize, make_backend, request_seed, scored_text
+from ifdistill.evaluator.generation import Request, Sampling, finalize, request_seed, scored_text
 from ifdistill.evaluator.model_source import ModelSource, context_length, model_identity, resolve_model_source
 from ifdistill.evaluator.prompts import (Prompt, build_prompts, demo_selection, load_tokenizer, max_tokens_for,
                                          stop_token_ids)
-from ifdistill.evaluator.results import RESULTS_FILE, package_versions, publish, sample_rows
+from ifdistill.evaluator.output import RESULTS_FILE
+from ifdistill.evaluator.results import package_versions, process_runtime, publish, sample_rows
 from ifdistill.evaluator.schema import RESULTS_SCHEMA_VERSION
 from ifdistill.evaluator.settings import EvalRunSettings, EvalSettings, RuntimeSettings, as_dict, eval_settings, run_settings
 from ifdistill.paths import ensure_nltk_data
@@ -163,8 +165,11 @@ def _score(plan: EvalPlan, completions: list) -> tuple[list[dict[str, Any]], dic
     return scored, aggregate(scored), per_instruction_type(scored)
 
 
-def execute(plan: EvalPlan, *, backend: Any = None) -> dict[str, Any]:
-    """Phase 2: generate (own backend, or ``backend`` if given), score, publish; returns results.json."""
+def execute(plan: EvalPlan, *, backend: Any = None, runtime: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """Phase 2: generate (own backend, or ``backend`` if given), score, publish; returns results.json.
+
+    ``runtime``: how the evaluation ran, recorded as results.json's ``runtime`` (never hashed); by
+    default a per-checkpoint process (:func:`~ifdistill.evaluator.results.process_runtime`)."""
     t0 = time.perf_counter()
     own = backend is None
     if own:
@@ -208,6 +213,7 @@ def execute(plan: EvalPlan, *, backend: Any = None) -> dict[str, Any]:
                    "export_dir": plan.run.export_dir, "export_kind": plan.run.export_kind,
                    "output_dir": str(plan.run.output_dir)},
         "backend": backend_info,
+        "runtime": dict(runtime) if runtime is not None else process_runtime(),
         "versions": package_versions(),
         "timings": {"prepare_s": round(plan.prepare_s, 3), "load_s": round(t1 - t0, 3),
                     "generate_s": round(t2 - t1, 3), "score_s": round(t3 - t_scoring, 3),
@@ -222,10 +228,10 @@ def execute(plan: EvalPlan, *, backend: Any = None) -> dict[str, Any]:
     return results
 
 
-def evaluate(cfg: DictConfig, *, backend: Any = None) -> dict[str, Any]:
+def evaluate(cfg: DictConfig, *, backend: Any = None, runtime: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     """Evaluate the model named by ``cfg`` (an ``ifdistill-eval`` config); returns results.json's content.
 
     ``backend``: an already started backend to reuse (tests, benchmarks); it must serve the same
-    base model and be of the configured kind, and it is left open.
+    base model and be of the configured kind, and it is left open. ``runtime``: see :func:`execute`.
     """
-    return execute(prepare(cfg), backend=backend)
+    return execute(prepare(cfg), backend=backend, runtime=runtime)

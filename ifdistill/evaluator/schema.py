@@ -15,13 +15,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ifdistill.ifeval.stats import METRICS
+from ifdistill.evaluator.results import ENGINES
+
 RESULTS_SCHEMA_VERSION = 1
 
 _NUM = {"type": ["number", "null"]}  # NaN is written as null (a standard error with one prompt)
 _COUNT = {"type": "integer", "minimum": 0}
 _HEX64 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 _THINK_STATES = ("closed", "none", "unterminated")  # ifdistill.evaluator.generation.scored_text
-_METRICS = ("prompt_level_strict_acc", "inst_level_strict_acc", "prompt_level_loose_acc", "inst_level_loose_acc")
 
 
 def _obj(props: dict[str, Any], required: list[str] | None = None, extra: Any = False) -> dict[str, Any]:
@@ -30,7 +32,7 @@ def _obj(props: dict[str, Any], required: list[str] | None = None, extra: Any = 
 
 
 _metrics_props: dict[str, Any] = {}
-for _m in _METRICS:
+for _m in METRICS:
     _metrics_props[_m] = {"type": "number", "minimum": 0, "maximum": 1}
     _metrics_props[f"{_m}_stderr"] = _NUM
     _metrics_props[f"{_m}_count"] = _COUNT
@@ -71,6 +73,8 @@ RESULTS_SCHEMA: dict[str, Any] = {
                         "adapter_dir": {"type": ["string", "null"]}, "export_dir": {"type": ["string", "null"]},
                         "export_kind": {"type": "string"}, "output_dir": {"type": "string"}}),
         "backend": _obj({"name": {"enum": ["vllm", "hf"]}, "settings": {"type": "object"}}),
+        # which engine produced it (optional: results written before it existed lack it)
+        "runtime": _obj({"engine": {"enum": list(ENGINES)}}, required=["engine"], extra=True),
         "versions": {"type": "object", "additionalProperties": {"type": ["string", "null"]}},
         "timings": _obj({k: {"type": "number", "minimum": 0} for k in (
             "prepare_s", "load_s", "generate_s", "score_s", "total_s", "generated_tokens_per_s")}),
@@ -78,6 +82,7 @@ RESULTS_SCHEMA: dict[str, Any] = {
         "host": {"type": "string"},
     }),
 }
+RESULTS_SCHEMA["required"].remove("runtime")
 
 
 class SchemaError(ValueError):

@@ -22,7 +22,7 @@ from typing import Any, List, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from ifdistill.config import ConfigError, register_schema
+from ifdistill.config import ConfigError, check_schema, register_schema
 
 BACKENDS = ("vllm", "hf")
 #: Benchmark families: the namespace of an evaluation's logged metrics (``<benchmark>/*``).
@@ -97,6 +97,9 @@ class RuntimeSettings:
     tensor_parallel_size: int = 1
     max_num_seqs: Optional[int] = None
     enforce_eager: Optional[bool] = None  # null: true on CPU (no compile at start-up), false on GPU (CUDA graphs)
+    # The evaluator's GPU is also training's: a persistent evaluator (ifdistill-eval serve) puts its vLLM
+    # engine to sleep (level 1) between checkpoints. Ignored on CPU and by per-checkpoint processes.
+    gpu_shared_with_training: bool = False
     hf_batch_size: int = 32
     hf_device: str = "auto"  # auto | cpu | cuda | cuda:N
     progress: bool = True
@@ -136,13 +139,8 @@ register_schema("eval", EvalSettings)
 
 def eval_settings(node: Any) -> EvalSettings:
     """Validate an ``eval`` section (DictConfig or dict) and return it as :class:`EvalSettings`."""
-    try:
-        if isinstance(node, DictConfig):  # resolve against its root (${model.dtype}, ${paths...})
-            node = OmegaConf.to_container(node, resolve=True)
-        merged = OmegaConf.merge(OmegaConf.structured(EvalSettings), node)
-        settings: EvalSettings = OmegaConf.to_object(merged)
-    except Exception as err:  # omegaconf raises several types; the message names the key
-        raise ConfigError(f"config section 'eval': {err}".strip()) from None
+    # resolved against its root first: ${model.dtype}, ${paths...}
+    settings: EvalSettings = check_schema(EvalSettings, node, "config section 'eval'", resolve=True, as_object=True)
     if settings.benchmark not in BENCHMARKS:
         raise ConfigError(f"config section 'eval': benchmark must be one of {BENCHMARKS}, got {settings.benchmark!r}")
     if settings.backend not in BACKENDS:
@@ -165,12 +163,8 @@ def run_settings(cfg: DictConfig) -> EvalRunSettings:
     unknown = sorted(k for k in cfg.keys() if k not in known)
     if unknown:
         raise ConfigError(f"unknown top-level keys {unknown}; known: {sorted(known)}")
-    try:
-        values = {f.name: OmegaConf.select(cfg, f.name) for f in dataclasses.fields(EvalRunSettings)
-                  if f.name in cfg}
-        out: EvalRunSettings = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(EvalRunSettings), values))
-    except Exception as err:
-        raise ConfigError(f"ifdistill-eval config: {err}".strip()) from None
+    values = {f.name: OmegaConf.select(cfg, f.name) for f in dataclasses.fields(EvalRunSettings) if f.name in cfg}
+    out: EvalRunSettings = check_schema(EvalRunSettings, values, "ifdistill-eval config", as_object=True)
     if out.export_kind not in EXPORT_KINDS:
         raise ConfigError(f"export_kind must be one of {EXPORT_KINDS}, got {out.export_kind!r}")
     return out

@@ -2,7 +2,8 @@
 
 ``builtin:tiny`` (a ChatML Qwen2, :mod:`ifdistill.models.tiny`) and ``builtin:tiny_qwen3`` (Qwen3's
 real tokenizer and template on a small random-init Qwen3, :mod:`ifdistill.models.tiny_qwen3`) name
-the embedded models, built locally and cached; an existing directory is used as is; any other value
+the embedded models, built locally and cached (what both builders share:
+:mod:`ifdistill.models.random_init`); an existing directory is used as is; any other value
 is a Hugging Face hub id. A hub id is checked (its ``config.json``: the local cache, else the hub)
 before anything loads it, so a machine without network -- or ``HF_HUB_OFFLINE=1`` with the model not
 cached -- gets one line naming the model and the way out (a local copy via

@@ -3,8 +3,7 @@
 Tests, CI and the demo cannot download weights, so the model is *built* from a seed: a byte-level BPE
 tokenizer trained with ``tokenizers`` on a deterministic corpus, a ChatML chat template (the layout
 Qwen uses, so rendering and loss masks go through the same code path as for real models), and a
-Qwen2 architecture with random weights. head_dim is 64 because vLLM's CPU attention rejects head
-sizes below 32 and 64 is the size verified everywhere.
+Qwen2 architecture with random weights (:class:`ifdistill.models.random_init.ArchSpec`'s defaults).
 
 The build is deterministic (same spec and seed -> byte-identical files) and cached under
 ``ifdistill.paths.cache_dir()/models/tiny-<hash of spec and builder version>``; the weights are never
@@ -14,15 +13,14 @@ committed. Loadable by transformers, PEFT and vLLM (CPU or GPU) like any HF dire
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import os
 import random
 from pathlib import Path
 
-from ifdistill.paths import build_once, cache_dir
+from ifdistill.models.random_init import ArchSpec, cached_build, save_random_causal_lm, spec_key, write_marker
 
 BUILDER_VERSION = 1
+MARKER = "ifdistill_tiny.json"
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 PAD, IM_START, IM_END = SPECIAL_TOKENS
 
@@ -37,23 +35,14 @@ CHAT_TEMPLATE = (
 
 
 @dataclasses.dataclass(frozen=True)
-class TinySpec:
-    """Everything that determines the built files; its hash names the cache entry."""
+class TinySpec(ArchSpec):
+    """Everything that determines the built files (the architecture's defaults are this model's);
+    its hash names the cache entry."""
 
-    seed: int = 0
-    vocab_size: int = 2048
-    hidden_size: int = 256
-    intermediate_size: int = 768
-    num_hidden_layers: int = 4
-    num_attention_heads: int = 4
-    num_key_value_heads: int = 2
-    head_dim: int = 64
-    max_position_embeddings: int = 4096
     corpus_sentences: int = 20000
 
     def key(self) -> str:
-        blob = json.dumps({"builder": BUILDER_VERSION, **dataclasses.asdict(self)}, sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+        return spec_key(self, BUILDER_VERSION)
 
 
 _WORDS = (
@@ -126,28 +115,6 @@ def build_tokenizer(spec: TinySpec):
     return fast
 
 
-ARCH_FIELDS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-               "num_key_value_heads", "head_dim", "max_position_embeddings")
-
-
-def save_random_causal_lm(out: Path, config_cls, model_cls, spec, *, vocab_size: int, eos_token_id: int,
-                          pad_token_id: int, **extra) -> None:
-    """A random-init causal LM of ``spec``'s architecture (:data:`ARCH_FIELDS`, seeded by ``spec.seed``)
-    with tied embeddings, fp32, greedy generation config, saved into ``out`` (shared by the embedded models)."""
-    import torch
-    from transformers import GenerationConfig
-
-    config = config_cls(vocab_size=vocab_size, **{f: getattr(spec, f) for f in ARCH_FIELDS}, **extra,
-                        tie_word_embeddings=True, bos_token_id=None, eos_token_id=eos_token_id,
-                        pad_token_id=pad_token_id, torch_dtype="float32")
-    torch.manual_seed(spec.seed)
-    model = model_cls(config)
-    model.generation_config = GenerationConfig(
-        eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id, do_sample=False
-    )
-    model.save_pretrained(out, safe_serialization=True)
-
-
 def build_tiny_model(out_dir: str | os.PathLike, spec: TinySpec = TinySpec()) -> Path:
     """Build tokenizer + random-init Qwen2 into ``out_dir`` (HF format, fp32 safetensors)."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -160,13 +127,10 @@ def build_tiny_model(out_dir: str | os.PathLike, spec: TinySpec = TinySpec()) ->
                           eos_token_id=tokenizer.convert_tokens_to_ids(IM_END),
                           pad_token_id=tokenizer.convert_tokens_to_ids(PAD))
     tokenizer.save_pretrained(out)
-    (out / "ifdistill_tiny.json").write_text(
-        json.dumps({"builder": BUILDER_VERSION, **dataclasses.asdict(spec)}, indent=2) + "\n"
-    )
+    write_marker(out, MARKER, spec, BUILDER_VERSION)
     return out
 
 
 def tiny_model_path(spec: TinySpec = TinySpec(), root: str | os.PathLike | None = None) -> Path:
     """The cached tiny model directory, built on first use (atomically, once across processes)."""
-    base = Path(root) if root is not None else cache_dir() / "models"
-    return build_once(base / f"tiny-{spec.key()}", "ifdistill_tiny.json", lambda tmp: build_tiny_model(tmp, spec))
+    return cached_build("tiny", spec.key(), MARKER, lambda tmp: build_tiny_model(tmp, spec), root)

@@ -22,14 +22,12 @@ across processes by :func:`ifdistill.paths.build_once`; the weights are never co
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import os
 import shutil
 from pathlib import Path
 
-from ifdistill.models.tiny import save_random_causal_lm
-from ifdistill.paths import MissingResourceError, build_once, cache_dir, shared_data_dir
+from ifdistill.models.random_init import ArchSpec, cached_build, save_random_causal_lm, spec_key, write_marker
+from ifdistill.paths import MissingResourceError, shared_data_dir
 
 BUILDER_VERSION = 1
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
@@ -37,20 +35,17 @@ MARKER = "ifdistill_tiny_qwen3.json"
 
 
 @dataclasses.dataclass(frozen=True)
-class TinyQwen3Spec:
-    """Everything besides the tokenizer files that determines the built files."""
+class TinyQwen3Spec(ArchSpec):
+    """Everything besides the tokenizer files that determines the built files (the sizes:
+    :data:`TINY_QWEN3`)."""
 
-    seed: int = 0
-    vocab_size: int = 151936  # Qwen3's embedding rows (the tokenizer has 151,669 tokens)
-    hidden_size: int = 128
-    intermediate_size: int = 384
-    num_hidden_layers: int = 2
-    num_attention_heads: int = 2
-    num_key_value_heads: int = 1
-    head_dim: int = 64
-    max_position_embeddings: int = 4096
     rope_theta: float = 1000000.0
     rms_norm_eps: float = 1e-6
+
+
+#: The built model: Qwen3's 151,936 embedding rows (the tokenizer has 151,669 tokens) on a small body.
+TINY_QWEN3 = TinyQwen3Spec(vocab_size=151936, hidden_size=128, intermediate_size=384, num_hidden_layers=2,
+                           num_attention_heads=2, num_key_value_heads=1)
 
 
 def qwen3_tokenizer_dir() -> Path:
@@ -63,14 +58,7 @@ def qwen3_tokenizer_dir() -> Path:
     return folder
 
 
-def _key(spec: TinyQwen3Spec, tokenizer_dir: Path) -> str:
-    h = hashlib.sha256(json.dumps({"builder": BUILDER_VERSION, **dataclasses.asdict(spec)}, sort_keys=True).encode())
-    for name in TOKENIZER_FILES:
-        h.update(name.encode() + b"\0" + (tokenizer_dir / name).read_bytes())
-    return h.hexdigest()[:12]
-
-
-def build_tiny_qwen3(out_dir: str | os.PathLike, spec: TinyQwen3Spec = TinyQwen3Spec(),
+def build_tiny_qwen3(out_dir: str | os.PathLike, spec: TinyQwen3Spec = TINY_QWEN3,
                      tokenizer_dir: str | os.PathLike | None = None) -> Path:
     """Copy the tokenizer files and build a random-init Qwen3 into ``out_dir`` (HF format, fp32)."""
     from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
@@ -83,16 +71,14 @@ def build_tiny_qwen3(out_dir: str | os.PathLike, spec: TinyQwen3Spec = TinyQwen3
     tokenizer = AutoTokenizer.from_pretrained(out)
     if len(tokenizer) > spec.vocab_size:
         raise ValueError(f"the tokenizer in {src} has {len(tokenizer)} tokens, more than vocab_size {spec.vocab_size}")
-    save_random_causal_lm(out, Qwen3Config, Qwen3ForCausalLM, spec, vocab_size=spec.vocab_size,
-                          eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-                          rope_theta=spec.rope_theta, rms_norm_eps=spec.rms_norm_eps)
-    (out / MARKER).write_text(json.dumps({"builder": BUILDER_VERSION, **dataclasses.asdict(spec)}, indent=2) + "\n")
+    save_random_causal_lm(out, Qwen3Config, Qwen3ForCausalLM, spec, eos_token_id=tokenizer.eos_token_id,
+                          pad_token_id=tokenizer.pad_token_id, rope_theta=spec.rope_theta, rms_norm_eps=spec.rms_norm_eps)
+    write_marker(out, MARKER, spec, BUILDER_VERSION)
     return out
 
 
-def tiny_qwen3_path(spec: TinyQwen3Spec = TinyQwen3Spec(), root: str | os.PathLike | None = None) -> Path:
+def tiny_qwen3_path(spec: TinyQwen3Spec = TINY_QWEN3, root: str | os.PathLike | None = None) -> Path:
     """The cached tiny Qwen3 directory, built on first use (atomically, once across processes)."""
     tokenizer_dir = qwen3_tokenizer_dir()
-    base = Path(root) if root is not None else cache_dir() / "models"
-    return build_once(base / f"tiny_qwen3-{_key(spec, tokenizer_dir)}", MARKER,
-                      lambda tmp: build_tiny_qwen3(tmp, spec, tokenizer_dir))
+    key = spec_key(spec, BUILDER_VERSION, [tokenizer_dir / name for name in TOKENIZER_FILES])
+    return cached_build("tiny_qwen3", key, MARKER, lambda tmp: build_tiny_qwen3(tmp, spec, tokenizer_dir), root)

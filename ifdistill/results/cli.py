@@ -33,18 +33,21 @@ SUBCOMMANDS = ("runs", "icl-gap", "lora-check")
 
 def write_report(inputs: Sequence[str | Path], out_dir: str | Path, *, base_model: str | Path | None = None,
                  options: ReportOptions | None = None, wandb: bool = False,
-                 wandb_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+                 wandb_kwargs: dict[str, Any] | None = None, benchmark: str | None = None) -> dict[str, Any]:
     """Load the runs under ``inputs``, build the report and write every output into ``out_dir``.
 
     ``out_dir`` is created only once the inputs have loaded and the report is built, so a wrong
     argument leaves nothing behind.
+
+    ``benchmark``: report the training runs' extra benchmark of that name (``callbacks.checkpoint_eval.evals``)
+    instead of their ``eval`` section.
 
     Returns ``{"report": <the dict>, "files": [written paths], "wandb": <run info or None>}``.
     """
     from ifdistill.results import plots, tables
 
     notes: list[str] = []
-    loaded = runs_mod.load_all(inputs, notes)
+    loaded = runs_mod.load_all(inputs, notes, benchmark)
     base = runs_mod.load_eval_dir(base_model, name="base", method="base") if base_model else None
     if base is not None:
         loaded = [r for r in loaded if r.path.resolve() != base.path.resolve()]
@@ -90,6 +93,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tfce-key", action="append", help="training metric name of teacher-forced "
                    f"cross-entropy (default: {', '.join(runs_mod.DEFAULT_TFCE_KEYS)})")
     p.add_argument("--per-type-mode", choices=("strict", "loose"), default="strict")
+    p.add_argument("--benchmark", help="report the runs' extra benchmark of this name (callbacks.checkpoint_eval."
+                   "evals, e.g. ifbench) instead of their eval section")
     _add_bootstrap_args(p)
     p.add_argument("--wandb", action="store_true", help="also log tables and PNGs to a W&B run")
     p.add_argument("--wandb-project", default="ifdistill")
@@ -123,7 +128,8 @@ def _cmd_runs(args) -> int:
         bootstrap_seed=args.bootstrap_seed, confidence=args.confidence)
     out_dir = Path(args.out_dir or Path("outputs/report") / time.strftime("%Y-%m-%d_%H-%M-%S"))
     result = write_report(args.inputs, out_dir, base_model=args.base_model, options=options,
-                          wandb=args.wandb, wandb_kwargs={"project": args.wandb_project, "mode": args.wandb_mode})
+                          wandb=args.wandb, wandb_kwargs={"project": args.wandb_project, "mode": args.wandb_mode},
+                          benchmark=args.benchmark)
     report = result["report"]
     for note in report["warnings"]:
         print(f"ifdistill-report: warning: {note}", file=sys.stderr)

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from ifdistill.ifeval.stats import METRICS
-from ifdistill.results import eval_output, paired, run_config
+from ifdistill.evaluator import output as eval_output
+from ifdistill.results import paired, run_config
 from ifdistill.results.report import json_safe
 from ifdistill.results.tables import SHORT, markdown_table, p_value, pct, signed
 

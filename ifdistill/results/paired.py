@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ifdistill.ifeval.stats import METRICS, clustered_ratio_stderr, mcnemar_exact, paired_bootstrap
-from ifdistill.results.eval_output import MODES, PromptResult, paired_samples
+from ifdistill.evaluator.output import MODES, PromptResult, paired_samples
 
 NOISE_SE = 2.0  # "a difference smaller than 2 standard errors is not meaningful"
 

@@ -1,6 +1,6 @@
 """A run's resolved config, and the *grouping hash* that puts seed replicates of one setup together.
 
-Why a hash of our own and not the run's ``config_hash``: ``config_hash`` (``ifdistill.train.rundir``)
+Why a hash of our own and not the run's ``config_hash``: ``config_hash`` (:mod:`ifdistill.rundir`)
 identifies what is trained and covers the seed, so replicates of one setup carry different hashes.
 The report needs "same setup, different seed" -- the config without the seed and without everything
 that only says where files go, how they are logged or when they are evaluated, none of which can
@@ -13,14 +13,13 @@ across replicates); else metrics.json's ``config``.
 
 Ignored by :func:`grouping_hash` (the complete list; anything else counts):
 
+- everything training's own hash ignores (:data:`ifdistill.rundir.HASH_IGNORE`, the one list of keys
+  that cannot change the trained weights: paths, hydra, logger, callbacks, eval, run, task_name and
+  the trainer's display settings);
 - any key named ``seed`` or ``order_seed`` at any depth (``seed``, ``data.seed``, ``data.order_seed``,
   which follows the run's seed): the replicate;
-- top-level sections ``paths``, ``hydra``, ``logger``, ``loggers``, ``wandb``, ``callbacks``: where
-  things are written, how they are logged and evaluated;
-- top-level ``run``, ``sweep``, ``job``, ``task_name``: run naming/resume/cadence, Hydra's run and
-  sweep directories (with timestamps) and job settings;
-- ``trainer.enable_progress_bar``, ``trainer.enable_model_summary``, ``trainer.log_every_n_steps``
-  (as training's own hash ignores them);
+- top-level ``loggers``, ``wandb``, ``sweep``, ``job``: the same kinds of section under the names
+  other tools' configs use (Hydra's sweep and job settings, with timestamps);
 - keys named ``config_hash``, ``output_dir``, ``log_dir``, ``save_dir``, ``dirpath``, ``run_dir``,
   ``wandb_dir``, ``run_name``, ``run_id`` at any depth.
 """
@@ -41,10 +40,7 @@ IGNORED_ANY_DEPTH = frozenset({
     "seed", "order_seed", "config_hash", "output_dir", "log_dir", "save_dir", "dirpath", "run_dir", "wandb_dir",
     "run_name", "run_id",
 })
-IGNORED_TOP_LEVEL = frozenset({"paths", "hydra", "logger", "loggers", "wandb", "callbacks", "run", "sweep",
-                               "job", "task_name"})
-IGNORED_DOTTED = frozenset({"trainer.enable_progress_bar", "trainer.enable_model_summary",
-                            "trainer.log_every_n_steps"})
+IGNORED_TOP_LEVEL = frozenset({"loggers", "wandb", "sweep", "job"})
 
 
 def _load_yaml(path: Path) -> dict:
@@ -76,15 +72,16 @@ def read_config(run_dir: str | os.PathLike) -> tuple[dict, str | None, Path | No
     return {}, None, None
 
 
-def prune(config: Mapping[str, Any], _prefix: str = "") -> dict:
+def prune(config: Mapping[str, Any]) -> dict:
     """``config`` without the ignored keys (see the module docstring), recursively."""
-    out = {}
-    for key, value in config.items():
-        dotted = f"{_prefix}{key}"
-        if key in IGNORED_ANY_DEPTH or (not _prefix and key in IGNORED_TOP_LEVEL) or dotted in IGNORED_DOTTED:
-            continue
-        out[key] = prune(value, dotted + ".") if isinstance(value, Mapping) else value
-    return out
+    from ifdistill.rundir import HASH_IGNORE, hashed_config
+
+    return _drop_named({k: v for k, v in hashed_config(config, HASH_IGNORE).items() if k not in IGNORED_TOP_LEVEL})
+
+
+def _drop_named(config: Mapping[str, Any]) -> dict:
+    return {key: _drop_named(value) if isinstance(value, Mapping) else value
+            for key, value in config.items() if key not in IGNORED_ANY_DEPTH}
 
 
 def grouping_hash(config: Mapping[str, Any]) -> str:

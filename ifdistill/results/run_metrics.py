@@ -13,9 +13,14 @@ Layout::
                                 "metrics": {...aggregates with _stderr...},
                                 "per_instruction_type": {...}, "source": "callback" | "backfill",
                                 "time": float}},
+     "evals": {"<name>": {"<step>": {...as under checkpoints...}}},
      "failures": [{"step": int, "attempt": int, "reason": str, "exit_code": int | null,
-                   "stderr_tail": str, "time": float}],
+                   "stderr_tail": str, "time": float, "benchmark"?: str}],
      "train": {"<step>": {"train/tfa": ..., ...}}}
+
+``checkpoints`` holds the evaluations with the run's ``eval`` section; a run that evaluates more
+benchmarks per checkpoint (``callbacks.checkpoint_eval.evals``) keeps each under ``evals/<name>``, and
+a failure of one of those names it in ``benchmark``. :func:`results_of` reads either.
 
 ``attempt`` in a failure is the writer's count within one launch (0: no evaluator ran for this record,
 e.g. "missing at end of training"); :func:`failure_history` numbers the attempts of a step across
@@ -35,10 +40,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ifdistill.paths import atomic_write
-
-FILENAME = "metrics.json"
-
+from ifdistill.paths import write_json_atomic
+from ifdistill.rundir import METRICS_JSON as FILENAME
 
 def empty(run_id: str = "", config_hash: str = "", **info: Any) -> dict:
     return {"run_id": run_id, "config_hash": config_hash, "seed": info.pop("seed", None),
@@ -51,13 +54,6 @@ def read(run_dir: str | os.PathLike) -> dict:
     if not path.is_file():
         return empty()
     return json.loads(path.read_text())
-
-
-def write_atomic(path: Path, payload: Any) -> None:
-    """JSON to ``path`` via a temp file in the same folder and ``os.replace``."""
-    with atomic_write(path) as f:
-        json.dump(payload, f, indent=2, sort_keys=True)
-        f.write("\n")
 
 
 @contextlib.contextmanager
@@ -74,11 +70,19 @@ def update(run_dir: str | os.PathLike, change: Callable[[dict], None]) -> dict:
     with _locked(run_dir):
         data = read(run_dir)
         change(data)
-        write_atomic(run_dir / FILENAME, data)
+        write_json_atomic(run_dir / FILENAME, data)
     return data
 
 
-def record_checkpoint(run_dir, step: int, results: dict, results_dir: str, source: str) -> dict:
+def results_of(data: dict, benchmark: str | None = None) -> dict:
+    """``{"<step>": entry}`` of the run's ``eval`` section (``benchmark`` None) or of an extra benchmark."""
+    if benchmark is None:
+        return data.get("checkpoints") or {}
+    return (data.get("evals") or {}).get(benchmark) or {}
+
+
+def record_checkpoint(run_dir, step: int, results: dict, results_dir: str, source: str,
+                      benchmark: str | None = None) -> dict:
     """Store one evaluation (``results`` is the evaluator's results.json content)."""
     entry = {
         "step": int(step),
@@ -89,13 +93,18 @@ def record_checkpoint(run_dir, step: int, results: dict, results_dir: str, sourc
         "source": source,
         "time": time.time(),
     }
-    return update(run_dir, lambda d: d["checkpoints"].__setitem__(str(int(step)), entry))
+
+    def change(d: dict) -> None:
+        target = d["checkpoints"] if benchmark is None else d.setdefault("evals", {}).setdefault(benchmark, {})
+        target[str(int(step))] = entry
+
+    return update(run_dir, change)
 
 
 def record_failure(run_dir, step: int, attempt: int, reason: str, exit_code: int | None,
-                   stderr_tail: str, when: float) -> dict:
+                   stderr_tail: str, when: float, benchmark: str | None = None) -> dict:
     failure = {"step": int(step), "attempt": attempt, "reason": reason, "exit_code": exit_code,
-               "stderr_tail": stderr_tail, "time": when}
+               "stderr_tail": stderr_tail, "time": when, **({"benchmark": benchmark} if benchmark else {})}
     return update(run_dir, lambda d: d["failures"].append(failure))
 
 
@@ -113,26 +122,25 @@ def failure_history(data: dict) -> list[dict]:
       order); None for a record of no evaluator run (``attempt`` 0) and for a logger that failed after
       a good evaluation; the "training stopped" record of a job that was waiting for its retry (same
       per-launch attempt as the failure before it) keeps that failure's number;
-    - ``resolved``: the step has a result recorded after the failure (a result without a time, from an
-      older file, resolves every failure of its step).
+    - ``resolved``: the step has a result of the same benchmark recorded after the failure (a result
+      without a time, from an older file, resolves every failure of its step).
     """
-    done = data.get("checkpoints") or {}
     out, counts, previous = [], {}, {}
     for f in sorted(data.get("failures") or [], key=lambda f: (f.get("time") or 0.0)):
-        step = f.get("step")
+        key = (f.get("step"), f.get("benchmark"))  # attempts are counted per step and benchmark
         attempt = int(f.get("attempt") or 0)
-        prev = previous.get(step)
+        prev = previous.get(key)
         reason = str(f.get("reason", ""))
         waiting = prev is not None and reason.startswith("training stopped") and prev.get("attempt") == attempt
         number = None
         if attempt > 0 and not waiting and not reason.startswith("logging failed"):
-            counts[step] = counts.get(step, 0) + 1
-            number = counts[step]
+            counts[key] = counts.get(key, 0) + 1
+            number = counts[key]
         elif waiting:
             number = prev["attempt_no"]
-        result = done.get(str(step))
+        result = results_of(data, f.get("benchmark")).get(str(f.get("step")))
         resolved = result is not None and (result.get("time") is None or result["time"] >= (f.get("time") or 0.0))
         entry = {**f, "attempt_no": number, "resolved": resolved}
-        previous[step] = entry
+        previous[key] = entry
         out.append(entry)
     return out

@@ -36,11 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from ifdistill.ifeval.stats import METRICS
-from ifdistill.results import eval_output, run_config, run_metrics
-from ifdistill.results.eval_output import EvalOutput
+from ifdistill.evaluator import output as eval_output
+from ifdistill.results import run_config, run_metrics
+from ifdistill.evaluator.output import EvalOutput
+from ifdistill.rundir import RUN_JSON
 
 MAX_DEPTH = 4
-RUN_JSON = "run.json"  # written by training at every launch (ifdistill.train.rundir)
 # Training-metric names, tried in order; ``*`` matches any part (fnmatch), so ``val/*/acc`` finds the
 # SFT module's ``val/<held-out set>/acc`` (the first set in sorted order when there are several).
 # Held-out values come before training-stream ones, which are noisier (one logging interval).
@@ -170,7 +171,9 @@ def _recency(run: Run) -> float:
     return metrics.stat().st_mtime if metrics.is_file() else 0.0
 
 
-def load_training_run(run_dir: str | os.PathLike) -> Run:
+def load_training_run(run_dir: str | os.PathLike, benchmark: str | None = None) -> Run:
+    """A training run with the checkpoints of its ``eval`` section, or of the extra benchmark
+    ``benchmark`` (a name in ``callbacks.checkpoint_eval.evals``: ``metrics.json``'s ``evals/<name>``)."""
     run_dir = Path(run_dir)
     data = run_metrics.read(run_dir)
     meta = _run_meta(run_dir)
@@ -182,8 +185,9 @@ def load_training_run(run_dir: str | os.PathLike) -> Run:
     if seed is None and isinstance(config.get("seed"), int):
         seed = config["seed"]
     method = data.get("method") or method_of(config)
-    checkpoints, failures = [], list(data.get("failures") or [])
-    for entry in data.get("checkpoints", {}).values():
+    checkpoints = []
+    failures = [f for f in data.get("failures") or [] if f.get("benchmark") == benchmark]
+    for entry in run_metrics.results_of(data, benchmark).values():
         ckpt = _checkpoint(run_dir, entry)
         if all(m in ckpt.metrics for m in METRICS):
             checkpoints.append(ckpt)
@@ -244,11 +248,13 @@ def latest_reruns(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
     return kept_runs, notes
 
 
-def load_all(paths: Sequence[str | os.PathLike], notes: list[str] | None = None) -> list[Run]:
+def load_all(paths: Sequence[str | os.PathLike], notes: list[str] | None = None,
+             benchmark: str | None = None) -> list[Run]:
     """Every run found under ``paths`` (re-runs of one config as one run, :func:`latest_reruns`);
     names made unique (``name``, ``name#2``...) for the tables. ``notes`` receives a line for every
-    directory left out and every run without an evaluation."""
-    found = [load_training_run(p) if kind == "run" else load_eval_dir(p) for kind, p in discover(paths)]
+    directory left out and every run without an evaluation. ``benchmark``: training runs report that
+    extra benchmark's checkpoints (:func:`load_training_run`)."""
+    found = [load_training_run(p, benchmark) if kind == "run" else load_eval_dir(p) for kind, p in discover(paths)]
     runs, dropped = latest_reruns(found)
     if notes is not None:
         notes += dropped

@@ -26,24 +26,26 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from ifdistill.evaluator.output import METRICS
 from ifdistill.results import run_metrics
+from ifdistill.rundir import RUN_DIR_LINK, SUBDIRS, RunDir
 
 MAX_DEPTH = 5
 
 
 def _walk(root: Path, depth: int = 0) -> Iterable[Path]:
-    if (root / "run.json").is_file():
+    if RunDir(root).is_run():
         yield root
         return
-    link = root / "run_dir.txt"
+    link = root / RUN_DIR_LINK
     if link.is_file():
         target = Path(link.read_text().strip())
-        if (target / "run.json").is_file():
+        if RunDir(target).is_run():
             yield target
     if depth >= MAX_DEPTH:
         return
     for child in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        if child.name in ("checkpoints", "exports", "evals", "logs", "data"):
+        if child.name in SUBDIRS:
             continue
         yield from _walk(child, depth + 1)
 
@@ -83,7 +85,7 @@ def last_checkpoint_step(run: Path) -> int | None:
 
 
 def run_status(run: Path) -> dict[str, Any]:
-    meta = json.loads((run / "run.json").read_text())
+    meta = RunDir(run).read_meta() or {}
     launch = (meta.get("launches") or [{}])[-1]
     if launch.get("finished"):
         state = "finished"
@@ -95,16 +97,22 @@ def run_status(run: Path) -> dict[str, Any]:
         state = "stopped"
     metrics = run_metrics.read(run)
     history = run_metrics.failure_history(metrics)
-    evals = sorted(((int(s), c) for s, c in metrics.get("checkpoints", {}).items()), key=lambda t: t[0])
-    latest = evals[-1] if evals else (None, {})
     step = launch.get("final_step") if state == "finished" else None
     return {
         "run_id": meta.get("run_id"), "dir": str(run), "state": state, "launches": len(meta.get("launches", [])),
         "last_step": step if step is not None else last_checkpoint_step(run),
-        "eval_step": latest[0], "eval": latest[1].get("metrics", {}),
-        "evaluated": len(evals), "failures": [f for f in history if not f["resolved"]],
+        **_latest(run_metrics.results_of(metrics)),
+        "benchmarks": {name: _latest(run_metrics.results_of(metrics, name)) for name in metrics.get("evals") or {}},
+        "failures": [f for f in history if not f["resolved"]],
         "resolved_failures": sum(f["resolved"] for f in history),
     }
+
+
+def _latest(results: dict) -> dict[str, Any]:
+    """How many checkpoints of one benchmark are evaluated, and the latest one's step and metrics."""
+    evals = sorted(((int(s), c) for s, c in results.items()), key=lambda t: t[0])
+    step, entry = evals[-1] if evals else (None, {})
+    return {"eval_step": step, "eval": entry.get("metrics", {}), "evaluated": len(evals)}
 
 
 def _pct(metrics: dict, key: str) -> str:
@@ -112,23 +120,32 @@ def _pct(metrics: dict, key: str) -> str:
     return f"{100 * v:.1f}" if isinstance(v, (int, float)) else "-"
 
 
+def _scores(latest: dict) -> str:
+    return " | ".join(_pct(latest["eval"], k) for k in METRICS)
+
+
 def format_table(rows: list[dict]) -> str:
     head = ("| run | state | launches | last step | evals | open failures | resolved failures | eval step "
             "| prompt strict | inst strict | prompt loose | inst loose |")
     lines = [head, "|---" * (head.count("|") - 1) + "|"]
     for r in rows:
-        e = r["eval"]
         last, at = (v if v is not None else "-" for v in (r["last_step"], r["eval_step"]))
         lines.append(f"| {r['run_id']} | {r['state']} | {r['launches']} | {last} | {r['evaluated']} "
-                     f"| {len(r['failures'])} | {r['resolved_failures']} | {at} | "
-                     + " | ".join(_pct(e, k) for k in ("prompt_level_strict_acc", "inst_level_strict_acc",
-                                                       "prompt_level_loose_acc", "inst_level_loose_acc")) + " |")
+                     f"| {len(r['failures'])} | {r['resolved_failures']} | {at} | {_scores(r)} |")
+    extra = [(r["run_id"], name, b) for r in rows for name, b in r["benchmarks"].items()]
+    if extra:  # benchmarks evaluated next to the run's eval (callbacks.checkpoint_eval.evals)
+        head = "| run | benchmark | evals | eval step | prompt strict | inst strict | prompt loose | inst loose |"
+        lines += ["", head, "|---" * (head.count("|") - 1) + "|"]
+        for run_id, name, b in extra:
+            at = b["eval_step"] if b["eval_step"] is not None else "-"
+            lines.append(f"| {run_id} | {name} | {b['evaluated']} | {at} | {_scores(b)} |")
     open_failures = [(r["run_id"], f) for r in rows for f in r["failures"]]
     if open_failures:
         lines += ["", "open evaluation failures (`ifdistill-eval backfill run_dir=...` retries them):"]
         for run_id, f in open_failures:
             attempt = f"attempt {f['attempt_no']}" if f["attempt_no"] else "no evaluator run"
-            lines.append(f"- {run_id} step {f.get('step')} ({attempt}): {f.get('reason', '')}")
+            where = f" [{f['benchmark']}]" if f.get("benchmark") else ""
+            lines.append(f"- {run_id} step {f.get('step')}{where} ({attempt}): {f.get('reason', '')}")
     return "\n".join(lines)
 
 

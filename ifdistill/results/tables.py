@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ifdistill.ifeval.stats import METRICS
-from ifdistill.results.eval_output import MODES
+from ifdistill.evaluator.output import MODES
 
 SHORT = {
     "prompt_level_strict_acc": "prompt strict",

@@ -8,7 +8,7 @@ Examples::
     ifdistill-train -m experiment=ifeval_replay_sweep hydra/launcher=slurm   # 24 runs as a SLURM array
 
 Re-running the same command after a crash resumes the run from its newest complete checkpoint (the
-run directory is named by the config hash, see :mod:`ifdistill.train.rundir`). A mistake the user can
+run directory is named by the config hash, see :mod:`ifdistill.rundir`). A mistake the user can
 fix -- a config value, a data file, a model that is not here, a run directory in use, a full disk -- is
 printed as one line and exits 2 (``HYDRA_FULL_ERROR=1`` shows the traceback).
 """
@@ -33,7 +33,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from ifdistill.config import ConfigError
     from ifdistill.data.records import DataError
     from ifdistill.models import ModelUnavailableError
-    from ifdistill.train.rundir import RunLockedError
+    from ifdistill.train.run_lock import RunLockedError
 
     # DataError: a bad row past the rows preflight samples (it names file, line and field)
     errors: list[type[BaseException]] = [ConfigError, DataError, ModelUnavailableError, RunLockedError]
@@ -59,6 +59,7 @@ def _main(cfg: DictConfig) -> None:
 
     from ifdistill.sweeps import check_launch
     from ifdistill.train.preflight import preflight
+    from ifdistill.rundir import RUN_DIR_LINK
     from ifdistill.train.run import refuse_if_running, resolve_run_dir, train
 
     refuse_if_running(cfg)  # a duplicate launch is refused before the slower checks
@@ -67,7 +68,7 @@ def _main(cfg: DictConfig) -> None:
     # The Hydra job dir (a sweep's <n>_<overrides>/) points at the run it trains (ifdistill-status).
     job_dir = Path(HydraConfig.get().runtime.output_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
-    (job_dir / "run_dir.txt").write_text(str(resolve_run_dir(cfg)[0].root) + "\n")
+    (job_dir / RUN_DIR_LINK).write_text(str(resolve_run_dir(cfg)[0].root) + "\n")
     result = train(cfg, checked=True)
     from lightning.fabric.utilities.rank_zero import _get_rank
 

@@ -249,7 +249,3 @@ class TrainDataModule(pl.LightningDataModule):
             out.append(DataLoader(_Tagged(ds), batch_sampler=sampler, collate_fn=self._collate(False),
                                   num_workers=self.num_workers))
         return out
-
-
-def manifest_file(run_data_dir: str | Path) -> str:
-    return str(Path(run_data_dir) / "manifest.json")

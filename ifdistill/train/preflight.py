@@ -159,6 +159,21 @@ def check_data(data_node: Any, method: Any = None, model: Any = None) -> list[st
     return problems
 
 
+def check_extra_evals(cfg: DictConfig) -> list[str]:
+    """Each extra benchmark of the checkpoint-eval callback (``callbacks.checkpoint_eval.evals.<name>``)
+    is a valid eval section, as ``validate`` checks the run's own ``eval``: a mistake there would
+    otherwise surface at the first checkpoint."""
+    from ifdistill.evaluator.settings import eval_settings
+
+    problems = []
+    for name, section in (OmegaConf.select(cfg, "callbacks.checkpoint_eval.evals") or {}).items():
+        try:
+            eval_settings(OmegaConf.to_container(section, resolve=True))
+        except Exception as err:  # noqa: BLE001 - schema and interpolation errors; the message names the key
+            problems.append(f"callbacks.checkpoint_eval.evals.{name}: {err}".replace("\n", " "))
+    return problems
+
+
 def preflight(cfg: DictConfig, *, check_model: bool = True) -> None:
     """Raise :class:`PreflightError` listing every problem of ``cfg`` that shows without loading a model."""
     problems: list[str] = []
@@ -176,6 +191,7 @@ def preflight(cfg: DictConfig, *, check_model: bool = True) -> None:
             problems += check_target_keys(cfg.get(name), name)
         for name, node in (cfg.get("callbacks") or {}).items():
             problems += check_target_keys(node, f"callbacks.{name}")
+        problems += check_extra_evals(cfg)
     if check_model and not problems:
         from ifdistill.models import ModelUnavailableError, check_model_available
 

@@ -5,7 +5,7 @@ composed config. Order matters:
 
 1. check everything that shows without a model (:mod:`ifdistill.train.preflight`), so a typo fails in
    seconds and leaves no run directory behind;
-2. derive the run directory from the config hash, take its lock (:class:`~ifdistill.train.rundir.RunLock`:
+2. derive the run directory from the config hash, take its lock (:class:`~ifdistill.train.run_lock.RunLock`:
    a second launch on a live run is refused, naming the holder), and look for a checkpoint to resume from
    (``run.resume``: ``auto`` resumes when one exists, ``never`` refuses an existing run, ``required``
    fails without one) -- re-running a crashed command therefore continues it;
@@ -25,6 +25,7 @@ sampler is always off (ifdistill's sampler shards, see :mod:`ifdistill.train.dat
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from pathlib import Path
@@ -34,7 +35,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from ifdistill.models import resolve_model_path
 from ifdistill.train import schemas  # noqa: F401  (registers the schemas preflight validates)
-from ifdistill.train.rundir import RunDir, RunLock, config_hash, hashed_config, run_id
+from ifdistill.rundir import HASH_IGNORE, RunDir, RunInfo, config_hash, hashed_config, run_id
+from ifdistill.train.run_lock import RunLock
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +61,15 @@ def _on_gpu(trainer_cfg: DictConfig) -> bool:
     return accel in ("gpu", "cuda") or (accel == "auto" and torch.cuda.is_available())
 
 
+def hash_ignore(cfg: DictConfig) -> list[str]:
+    """The keys left out of ``config_hash``: ``run.hash_ignore``, or :data:`~ifdistill.rundir.HASH_IGNORE`."""
+    configured = cfg.run.get("hash_ignore")
+    return list(configured) if configured is not None else list(HASH_IGNORE)
+
+
 def resolve_run_dir(cfg: DictConfig) -> tuple[RunDir, str, str]:
     """``(run dir, run id, config hash)`` for a composed config."""
-    ignore = list(cfg.run.hash_ignore)
-    digest = config_hash(cfg, ignore)
+    digest = config_hash(cfg, hash_ignore(cfg))
     rid = run_id(str(cfg.run.name), digest)
     root = cfg.run.dir or Path(cfg.paths.output_root) / str(cfg.task_name) / "runs" / rid
     return RunDir(Path(root).absolute()), rid, digest
@@ -94,15 +101,17 @@ def build_loggers(cfg: DictConfig, rd: RunDir, rid: str) -> list:
     return [instantiate(node, **kwargs)]
 
 
-def _callbacks(cfg: DictConfig, rd: RunDir, *, progress_bar: bool) -> list:
-    from hydra.utils import instantiate
+def _callbacks(cfg: DictConfig, run: RunInfo, *, progress_bar: bool) -> list:
+    """Checkpointing and requeue handling, then the ``callbacks`` group; a callback whose constructor
+    takes ``run`` is given the :class:`~ifdistill.rundir.RunInfo` of this run."""
+    from hydra.utils import get_class, instantiate
 
     from ifdistill.train.checkpointing import StepCheckpoint
     from ifdistill.train.preemption import RequeueOnSignal
 
     from ifdistill.train.progress import ProgressLog
 
-    checkpoint = StepCheckpoint(rd.checkpoints, every_n_steps=cfg.run.checkpoint_every_n_steps,
+    checkpoint = StepCheckpoint(run.dir.checkpoints, every_n_steps=cfg.run.checkpoint_every_n_steps,
                                 keep_last=cfg.run.keep_last_checkpoints)
     callbacks = [checkpoint, RequeueOnSignal(checkpoint)]
     if not progress_bar:  # a log, not a terminal: plain progress lines instead of a bar
@@ -110,7 +119,8 @@ def _callbacks(cfg: DictConfig, rd: RunDir, *, progress_bar: bool) -> list:
     for name, node in (cfg.get("callbacks") or {}).items():
         if OmegaConf.is_dict(node) and node.get("_target_"):
             log.info("callback %s: %s", name, node._target_)
-            callbacks.append(instantiate(node))
+            takes_run = "run" in inspect.signature(get_class(str(node._target_))).parameters
+            callbacks.append(instantiate(node, **({"run": run} if takes_run else {})))
     return callbacks
 
 
@@ -137,11 +147,11 @@ def resolve_data(cfg: DictConfig):
 
 
 def build_datamodule(cfg: DictConfig, rd: Optional[RunDir] = None, data=None):
-    from ifdistill.train.datamodule import TrainDataModule, manifest_file
+    from ifdistill.train.datamodule import TrainDataModule
 
     data = data if data is not None else resolve_data(cfg)
     return TrainDataModule(data, _container(cfg.model),
-                           manifest_path=manifest_file(rd.data) if rd is not None else None,
+                           manifest_path=str(rd.manifest) if rd is not None else None,
                            **_container(cfg.datamodule))
 
 
@@ -174,7 +184,7 @@ def _train_locked(cfg: DictConfig, rd: RunDir, rid: str, digest: str, lock: Opti
     from ifdistill.train.checkpointing import find_resume_checkpoint
     from ifdistill.train.preemption import RequeueOnSignal, TrainingPreempted
     from ifdistill.train.progress import want_progress_bar
-    from ifdistill.wandb_view import swept_values
+    from ifdistill.sweeps import swept_values
 
     data = resolve_data(cfg)  # checked by preflight; resolved once for the datamodule
     resume = str(cfg.run.resume)
@@ -185,7 +195,7 @@ def _train_locked(cfg: DictConfig, rd: RunDir, rid: str, digest: str, lock: Opti
     if resume == "required" and ckpt is None:
         raise FileNotFoundError(f"run.resume=required but {rd.checkpoints} holds no complete checkpoint")
     if lock is not None:
-        rd.write_launch(cfg, run_id=rid, digest=digest, ignore=cfg.run.hash_ignore,
+        rd.write_launch(cfg, run_id=rid, digest=digest, ignore=hash_ignore(cfg),
                         resumed_from=str(ckpt) if ckpt else None, took_over_lock=lock.took_over)
         if lock.took_over:
             log.warning("run %s: took over the lock of a launch that is gone (%s)", rid, lock.took_over)
@@ -195,16 +205,16 @@ def _train_locked(cfg: DictConfig, rd: RunDir, rid: str, digest: str, lock: Opti
     gpu = _on_gpu(cfg.trainer)
     dm = build_datamodule(cfg, rd, data)
     module = build_module(cfg, val_names=dm.val_names, on_gpu=gpu)
-    module.run_dir, module.config_hash, module.run_id = str(rd.root), digest, rid
-    module.base_model_path = resolve_model_path(str(cfg.model.name_or_path))
+    run = RunInfo(rd, run_id=rid, config_hash=digest, seed=int(cfg.seed), method=type(module).__name__,
+                  base_model=resolve_model_path(str(cfg.model.name_or_path)))
 
     accumulate = int(cfg.trainer.get("accumulate_grad_batches", 1))
     loggers = build_loggers(cfg, rd, rid)
     for lg in loggers:  # the config that defines the run, with its identity, in every logger (W&B config)
-        lg.log_hyperparams({"run_id": rid, "config_hash": digest, **hashed_config(cfg, cfg.run.hash_ignore),
+        lg.log_hyperparams({"run_id": rid, "config_hash": digest, **hashed_config(cfg, hash_ignore(cfg)),
                             **swept_values(cfg)})  # sweep/<key>: what ifdistill.wandb_view groups by
     bar = want_progress_bar(cfg.trainer.get("enable_progress_bar", "auto"))
-    overrides: dict[str, Any] = dict(callbacks=_callbacks(cfg, rd, progress_bar=bar), logger=loggers or False,
+    overrides: dict[str, Any] = dict(callbacks=_callbacks(cfg, run, progress_bar=bar), logger=loggers or False,
                                      default_root_dir=str(rd.root), use_distributed_sampler=False,
                                      enable_progress_bar=bar)
     if str(cfg.trainer.get("precision", "auto")) == "auto":
@@ -215,7 +225,6 @@ def _train_locked(cfg: DictConfig, rd: RunDir, rid: str, digest: str, lock: Opti
     else:
         overrides["limit_val_batches"] = 0
     trainer = instantiate(cfg.trainer, **overrides)
-    trainer.ifdistill_run_dir = str(rd.root)
     preempted = None
     try:
         trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt) if ckpt else None)

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ifdistill.config import register_schema
-from ifdistill.train.rundir import DEFAULT_HASH_IGNORE
 
 
 @dataclass
@@ -24,7 +23,7 @@ class RunSchema:
     validate_at_start: bool = True
     checkpoint_every_n_steps: int = 200
     keep_last_checkpoints: int = 3
-    hash_ignore: list[str] = field(default_factory=lambda: list(DEFAULT_HASH_IGNORE))
+    hash_ignore: Optional[list[str]] = None  # null: ifdistill.rundir.HASH_IGNORE
 
 
 @dataclass

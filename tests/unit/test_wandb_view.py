@@ -19,9 +19,11 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from callbacks.eval_logging import AGGREGATES, STEP_KEY
+from ifdistill.callbacks.eval_logging import STEP_KEY
+from ifdistill.evaluator.output import METRICS as AGGREGATES
 from ifdistill.ifeval.registry import INSTRUCTION_REGISTRY
-from ifdistill.wandb_view import benchmarks, compose, main, metric_keys, swept_values, to_workspace, view_spec
+from ifdistill.sweeps import swept_values
+from ifdistill.wandb_view import benchmarks, compose, main, metric_keys, to_workspace, view_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = ["experiment=ifeval_replay_sweep"]
@@ -114,7 +116,7 @@ def test_workspace_builds_offline_with_the_group_filter_and_grouping(spec):
 
 
 def test_a_second_benchmark_comes_from_the_config():
-    cfg = compose([*PRESET, "+callbacks.checkpoint_eval.evals=[{benchmark: ifbench}]"])
+    cfg = compose([*PRESET, "callbacks=checkpoint_eval_ifbench"])
     assert benchmarks(cfg) == ["ifeval", "ifbench"]
     assert benchmarks(compose([*PRESET, "callbacks=none"])) == []
     spec = view_spec(cfg, group=GROUP)

@@ -60,7 +60,9 @@ def _samples(path: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
-    return train_cli(tmp_path_factory.mktemp("ckpt_eval"))
+    """The run evaluates with the persistent engine (one ``ifdistill-eval serve`` for both checkpoints,
+    the demo's default); the identity test compares it with a fresh ``ifdistill-eval`` process."""
+    return train_cli(tmp_path_factory.mktemp("ckpt_eval"), "callbacks.checkpoint_eval.engine=persistent")
 
 
 def test_every_checkpoint_is_exported_and_evaluated(run_dir):
@@ -71,20 +73,23 @@ def test_every_checkpoint_is_exported_and_evaluated(run_dir):
         assert export["step"] == step and export["weights"]
         results = json.loads((run_dir / "evals" / f"step_{step:06d}" / "results.json").read_text())
         assert results["metrics"] == metrics["checkpoints"][str(step)]["metrics"]
+        assert results["runtime"]["engine"] == "persistent" and not results["runtime"].get("fallback")
         assert results["counts"]["num_prompts"] == 12 if "counts" in results else True
 
 
-def assert_post_training_eval_identical(run_dir: Path, step: int, post: Path) -> list[dict]:
+def assert_post_training_eval_identical(run_dir: Path, step: int, post: Path, benchmark: str | None = None,
+                                        n: int = 12) -> list[dict]:
     """``ifdistill-eval`` on the step's export with the run's eval config (its ``.request``) gives the
-    in-training evaluation's samples, metrics and eval_config_hash; returns the samples."""
-    step_dir = run_dir / "evals" / f"step_{step:06d}"
+    in-training evaluation's samples, metrics and eval_config_hash; returns the samples. ``benchmark``:
+    an extra benchmark of ``callbacks.checkpoint_eval.evals`` (its own ``evals/<name>/`` directory)."""
+    step_dir = run_dir / "evals" / (benchmark or "") / f"step_{step:06d}"
     request = step_dir / ".request"
     argv = [str(BIN / "ifdistill-eval"), f"--config-dir={request}", "eval=_request", "model=_request",
             f"export_dir={run_dir / 'exports' / f'step_{step:06d}'}", f"output_dir={post}", f"hydra.run.dir={post}"]
     proc = subprocess.run(argv, env=_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     a, b = _samples(step_dir / "samples.jsonl"), _samples(post / "samples.jsonl")
-    assert len(a) == len(b) == 12
+    assert len(a) == len(b) == n
     for x, y in zip(a, b):
         for key in ("key", "rendered_prompt", "response", "strict_inst", "loose_inst", "strict_prompt", "loose_prompt"):
             assert x[key] == y[key], key
@@ -298,3 +303,42 @@ def test_report_compares_the_two_demo_runs(run_dir, sabotaged, tmp_path):
         import shutil
 
         shutil.copytree(out, keep, dirs_exist_ok=True)
+
+
+def test_two_benchmarks_per_checkpoint_from_one_export(tmp_path):
+    """``callbacks=checkpoint_eval_ifbench``: each export is evaluated on the run's eval (the synthetic
+    IFEval-style split) and on IFBench, each in its own evaluator process with its own eval config;
+    both land in metrics.json and W&B on their own step axes, and ``ifdistill-eval`` afterwards on the
+    same export gives identical samples for both. (Transformers backend: the callback's vLLM path is
+    covered by the run above; here what matters is two benchmarks from one export.)"""
+    ifbench = "callbacks.checkpoint_eval.evals.ifbench"
+    run = train_cli(tmp_path / "train", "callbacks=checkpoint_eval_ifbench",
+                    "eval@callbacks.checkpoint_eval.evals.ifbench=ifbench_local", "trainer.max_steps=4",
+                    "run.eval_every_n_steps=4", "run.checkpoint_every_n_steps=4",
+                    "callbacks.checkpoint_eval.every_n_steps=4", "eval.backend=hf", "eval.data.max_examples=8",
+                    f"{ifbench}.backend=hf", f"{ifbench}.data.max_examples=8",
+                    f"{ifbench}.generation.max_new_tokens=16", f"{ifbench}.runtime.progress=false")
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert sorted(metrics["checkpoints"]) == ["4"] and sorted(metrics["evals"]["ifbench"]) == ["4"]
+    assert metrics["failures"] == []
+    ifeval_entry, ifbench_entry = metrics["checkpoints"]["4"], metrics["evals"]["ifbench"]["4"]
+    assert ifbench_entry["results_dir"] == "evals/ifbench/step_000004"
+    assert ifeval_entry["eval_config_hash"] != ifbench_entry["eval_config_hash"]
+    for name in (None, "ifbench"):
+        assert_post_training_eval_identical(run, 4, tmp_path / f"post_{name}", benchmark=name, n=8)
+    ifbench_results = json.loads((run / "evals" / "ifbench" / "step_000004" / "results.json").read_text())
+    assert ifbench_results["config"]["eval"]["benchmark"] == "ifbench"
+    assert ifbench_entry["metrics"] == ifbench_results["metrics"]
+    (wandb_run,) = find_run_dirs(run / "logs" / "wandb")
+    history = read_run(wandb_run)["history"]
+    assert [r["ifeval/step"] for r in history if "ifeval/prompt_level_strict_acc" in r] == [4]
+    rows = [r for r in history if "ifbench/prompt_level_loose_acc" in r]
+    assert [r["ifbench/step"] for r in rows] == [4]
+    assert rows[0]["ifbench/prompt_level_loose_acc"] == pytest.approx(ifbench_results["metrics"]["prompt_level_loose_acc"])
+    # ifdistill-report --benchmark ifbench reports the IFBench checkpoints of the same run
+    from ifdistill.results.cli import write_report
+
+    report = write_report([run], tmp_path / "report", benchmark="ifbench")["report"]
+    (row,) = report["runs"]
+    assert row["final_step"] == 4 and row["eval_config_hash"] == ifbench_entry["eval_config_hash"]
+    assert row["final"]["prompt_level_loose_acc"] == pytest.approx(ifbench_results["metrics"]["prompt_level_loose_acc"])

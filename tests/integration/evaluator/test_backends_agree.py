@@ -18,8 +18,8 @@ import json
 import pytest
 
 from ifdistill.evaluator.cli import compose_config
-from ifdistill.evaluator.generation import make_backend
-from ifdistill.evaluator.results import read_results
+from ifdistill.evaluator.backends import make_backend
+from ifdistill.evaluator.output import read_results
 from ifdistill.evaluator.run import evaluate, prepare
 from tests.integration.evaluator.tuned import random_lora_models, require_vllm, tuned_models
 

@@ -18,7 +18,7 @@ import pytest
 
 from ifdistill.callbacks.eval_logging import flat_metrics
 from ifdistill.evaluator.cli import compose_config
-from ifdistill.evaluator.results import read_results
+from ifdistill.evaluator.output import read_results
 from ifdistill.evaluator.run import prepare
 from ifdistill.evaluator.schema import SAMPLE_SCHEMA, validate
 from ifdistill.ifbench import scorer_version
@@ -66,7 +66,7 @@ def test_samples_scored_as_ifdistill_score_and_the_reference_do(evaluated):
     fields = ("strict_inst", "loose_inst", "strict_prompt", "loose_prompt")
     assert [[r[f] for f in fields] for r in rescored] == [[s[f] for f in fields] for s in samples]
     try:
-        from ifdistill.ifbench.oracle import load_oracle, oracle_is_random
+        from tests.parity.ifbench_oracle import load_oracle, oracle_is_random
 
         oracle = load_oracle()
     except ImportError:

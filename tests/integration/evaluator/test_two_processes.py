@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from ifdistill.callbacks.export import weight_hashes
+from ifdistill.hashing import weight_hashes
 from ifdistill.evaluator.cli import compose_config
 from ifdistill.evaluator.launch import evaluator_command
-from ifdistill.evaluator.results import read_results
+from ifdistill.evaluator.output import read_results
 from ifdistill.evaluator.schema import SAMPLE_SCHEMA, validate
 from ifdistill.paths import shared_data_dir
 from tests.integration.evaluator.tuned import require_vllm
@@ -41,7 +41,7 @@ def _export(tuned, root: Path) -> Path:
     for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
         shutil.copy(Path(tuned["ft"]) / name, export / "adapter" / name)
     (export / "export.json").write_text(json.dumps({"step": 120, "kinds": ["adapter"], "base_model": str(tuned["ft"]),
-                                                    "weights": weight_hashes(export)}))
+                                                    "weights": weight_hashes(export, recursive=True)}))
     return export
 
 

@@ -86,3 +86,59 @@ def test_training_run_evaluates_its_checkpoint_as_a_slurm_job(slurm, tmp_path):
     rows = [r for r in read_run(wandb_run)["history"] if "ifeval/prompt_level_strict_acc" in r]
     assert [r["ifeval/step"] for r in rows] == [4]
     assert rows[0]["ifeval/prompt_level_strict_acc"] == pytest.approx(results["metrics"]["prompt_level_strict_acc"])
+
+
+def test_a_checkpoint_backfilled_through_slurm_lands_like_a_callback_evaluation(slurm, tmp_path):
+    """Training evaluates step 2 in a local process and leaves step 4 unevaluated (no time to wait at the
+    end); ``ifdistill-eval backfill runner=slurm`` evaluates step 4 as a SLURM job. Both entries of
+    metrics.json, both evaluation directories and both W&B rows have the same shape: the only
+    difference is the ``source`` (and the runner's own files, the .sbatch script)."""
+    import json
+
+    from ifdistill.wandb_offline import find_run_dirs, read_run
+
+    out = tmp_path / "run"
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "CUDA_VISIBLE_DEVICES": ""}
+    argv = [str(bin_dir / "ifdistill-train"), "experiment=demo", "logger=wandb", "callbacks=checkpoint_eval",
+            "eval=synthetic", "eval.backend=hf", "eval.data.max_examples=8", "eval.generation.max_new_tokens=16",
+            "eval.runtime.progress=false", "callbacks.checkpoint_eval.every_n_steps=2",
+            "callbacks.checkpoint_eval.at_end=false", "trainer.max_steps=4", "datamodule.micro_batch_size=4",
+            "data.heldout=8", "run.eval_every_n_steps=4", f"paths.output_root={out}",
+            # step 2 is waited for (policy wait, one slot); step 4 is still running when training ends
+            "callbacks.checkpoint_eval.max_pending=0", "callbacks.checkpoint_eval.final_wait_s=0"]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    (run_dir,) = [p.parent for p in (out / "train" / "runs").glob("*/run.json")]
+    after_training = json.loads((run_dir / "metrics.json").read_text())
+    assert sorted(after_training["checkpoints"]) == ["2"], after_training
+    assert any(f["step"] == 4 and "missing at end" in f["reason"] for f in after_training["failures"])
+
+    backfill = subprocess.run([str(bin_dir / "ifdistill-eval"), "backfill", f"run_dir={run_dir}", "runner=slurm",
+                               "slurm.gpus=null", "slurm.cpus_per_task=1", "slurm.mem_gb=2", "slurm.time_min=10"],
+                              env=env, capture_output=True, text=True, timeout=600)
+    assert backfill.returncode == 0, backfill.stdout[-2000:] + backfill.stderr[-4000:]
+    assert "[backfill] step 4: ok" in backfill.stdout
+    sbatch = (run_dir / "evals" / "step_000004.attempt1.sbatch").read_text()  # written only by SlurmRunner
+    assert "ifdistill.evaluator.cli" in sbatch
+    assert not (run_dir / "evals" / "step_000002.attempt1.sbatch").exists()  # the callback's ran locally
+    states = subprocess.run(["sacct", "-n", "-X", "-P", "-S", "now-15minutes", "--name=ifdistill-eval-4",
+                             "-o", "State"], capture_output=True, text=True).stdout.split()
+    assert "COMPLETED" in states, states
+
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    by_callback, by_backfill = metrics["checkpoints"]["2"], metrics["checkpoints"]["4"]
+    assert (by_callback["source"], by_backfill["source"]) == ("callback", "backfill")
+    assert set(by_callback) == set(by_backfill)
+    assert by_callback["eval_config_hash"] == by_backfill["eval_config_hash"]
+    assert by_backfill["results_dir"] == "evals/step_000004"
+    results = json.loads((run_dir / "evals" / "step_000004" / "results.json").read_text())
+    assert by_backfill["metrics"] == results["metrics"]
+    assert by_backfill["per_instruction_type"] == results["per_instruction_type"]
+    # one W&B run (the back-fill resumed the training run's id), both steps on the ifeval/step axis
+    runs = [read_run(d) for d in find_run_dirs(run_dir / "logs" / "wandb")]
+    assert len({r["id"] for r in runs}) == 1
+    rows = {r["ifeval/step"]: r for run in runs for r in run["history"] if "ifeval/prompt_level_strict_acc" in r}
+    assert sorted(rows) == [2, 4]
+    assert {k for k in rows[2] if k.startswith("ifeval")} == {k for k in rows[4] if k.startswith("ifeval")}
+    assert rows[4]["ifeval/prompt_level_strict_acc"] == pytest.approx(results["metrics"]["prompt_level_strict_acc"])

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Optional
 
 import torch
@@ -44,8 +45,8 @@ STRATEGIES = {
 }
 
 
-def command(strategy: str, root: Path) -> list[str]:
-    return [sys.executable, "-m", "ifdistill.train.cli", *STRATEGIES[strategy], *COMMON,
+def command(strategy: str, root: Path, extra: Sequence[str] = ()) -> list[str]:
+    return [sys.executable, "-m", "ifdistill.train.cli", *STRATEGIES[strategy], *COMMON, *extra,
             f"paths.output_root={root}", f"hydra.run.dir={root}/hydra"]
 
 
@@ -60,9 +61,9 @@ def run_dir(root: Path) -> Path:
     return d
 
 
-def launch(strategy: str, root: Path, log: Path) -> subprocess.Popen:
+def launch(strategy: str, root: Path, log: Path, extra: Sequence[str] = ()) -> subprocess.Popen:
     root.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen(command(strategy, root), cwd=ROOT, env=env(), stdout=log.open("ab"),
+    return subprocess.Popen(command(strategy, root, extra), cwd=ROOT, env=env(), stdout=log.open("ab"),
                             stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -70,10 +71,11 @@ def _tail(log: Path, n: int = 60) -> str:
     return "\n".join(log.read_text(errors="replace").splitlines()[-n:])
 
 
-def train(strategy: str, root: Path, timeout: float = 420) -> dict:
-    """Run to the end; returns the JSON summary the CLI prints on rank 0."""
+def train(strategy: str, root: Path, timeout: float = 420, extra: Sequence[str] = ()) -> dict:
+    """Run to the end (``extra``: further overrides); returns the JSON summary the CLI prints on rank 0
+    and the path of the run's log."""
     log = root / f"{strategy}.log"
-    proc = launch(strategy, root, log)
+    proc = launch(strategy, root, log, extra)
     try:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -82,7 +84,7 @@ def train(strategy: str, root: Path, timeout: float = 420) -> dict:
     if proc.returncode != 0:
         raise AssertionError(f"{strategy} run failed ({proc.returncode})\n{_tail(log)}")
     lines = [ln for ln in log.read_text().splitlines() if ln.startswith("{\"run_id\"")]
-    return json.loads(lines[-1])
+    return {**json.loads(lines[-1]), "log": str(log)}
 
 
 def train_killed_then_resumed(strategy: str, root: Path, kill_after_step: int = 2, timeout: float = 420,
@@ -151,12 +153,15 @@ class Runs:
         self.base = base
         self.cache: dict[str, dict] = {}
 
-    def get(self, strategy: str, *, resumed: bool = False, sig: int = signal.SIGKILL, tag: Optional[str] = None) -> dict:
+    def get(self, strategy: str, *, resumed: bool = False, sig: int = signal.SIGKILL, tag: Optional[str] = None,
+            extra: Sequence[str] = ()) -> dict:
+        """``extra``: further overrides of a run that is not resumed (name it with ``tag``)."""
         key = tag or (f"{strategy}-resumed-{signal.Signals(sig).name}" if resumed else strategy)
         if key not in self.cache:
             root = self.base / key
             t0 = time.monotonic()
-            summary = train_killed_then_resumed(strategy, root, sig=sig) if resumed else train(strategy, root)
+            summary = (train_killed_then_resumed(strategy, root, sig=sig) if resumed
+                       else train(strategy, root, extra=extra))
             summary["seconds"] = time.monotonic() - t0
             print(f"[runs] {key}: {summary['seconds']:.1f} s", file=sys.stderr)
             self.cache[key] = summary

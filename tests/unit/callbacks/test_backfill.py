@@ -8,7 +8,7 @@ import shutil
 from omegaconf import OmegaConf
 
 from ifdistill.callbacks.backfill import backfill
-from ifdistill.callbacks.export import weight_hashes
+from ifdistill.hashing import weight_hashes
 from ifdistill.evaluator.cli import compose_config
 from ifdistill.results import run_metrics
 from tests.support import flip_bytes
@@ -19,7 +19,7 @@ def test_a_corrupt_export_is_recorded_as_a_failure_and_not_evaluated(tiny_model_
     export = run / "exports" / "step_000010"
     shutil.copytree(tiny_model_dir, export / "model")
     (export / "export.json").write_text(json.dumps({"step": 10, "kinds": ["model"], "base_model": "builtin:tiny",
-                                                    "weights": weight_hashes(export)}))
+                                                    "weights": weight_hashes(export, recursive=True)}))
     # the run's config as a training run stores it: a small HF-backend evaluation of the tiny model
     cfg = compose_config(["eval=ifeval_local", "eval.backend=hf", "eval.data.max_examples=2",
                           "eval.generation.max_new_tokens=2", "eval.runtime.progress=false"], output_dir=str(run))

@@ -82,6 +82,22 @@ def test_kill_9_mid_run_is_a_failure_and_the_retry_succeeds(tmp_path):
     assert events[0].reason == "killed by signal 9"
 
 
+def test_an_evaluator_killed_9_under_its_supervisor_reads_as_signal_9(tmp_path):
+    """The supervisor passes the evaluator's death on: SIGKILL of the evaluator (not of the supervisor)
+    is reported as "killed by signal 9", as a SIGKILL of an unsupervised process would be."""
+    q = EvalQueue(retries=0, poll_interval_s=0.05)
+    job = _job(tmp_path, 45, "hang")
+    q.submit(job)
+    children = Path(f"/proc/{job.handle.pid}/task/{job.handle.pid}/children")
+    deadline = time.monotonic() + 20
+    while not children.read_text().split() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (evaluator,) = map(int, children.read_text().split())
+    os.kill(evaluator, signal.SIGKILL)
+    events = q.drain(30)
+    assert _kinds(events) == [("gave_up", 45)] and events[0].reason == "killed by signal 9", events[0].reason
+
+
 def test_hang_times_out_and_kills_the_process_group(tmp_path):
     q = EvalQueue(retries=0, timeout_s=1.0, poll_interval_s=0.05)
     job = _job(tmp_path, 50, "hang")

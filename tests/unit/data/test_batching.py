@@ -141,8 +141,8 @@ def test_collators_accept_numpy_items(items):
 
 
 def test_a_left_cut_inside_an_earlier_answer_never_supervises_the_first_token(tok):
-    """Issue 13.3: the cut kept loss_mask[0] = 1 while the collator sets labels[0] = -100, so the step's
-    token count (the loss normaliser) counted one token more than the loss summed."""
+    """The collator sets labels[0] = -100, so a cut must leave loss_mask[0] = 0: otherwise the step's token
+    count (the loss normaliser) counts one token more than the loss sums."""
     from ifdistill.train.datamodule import supervised_tokens
 
     msgs = [{"role": "user", "content": "first question?"}, {"role": "assistant", "content": "one two three " * 8},

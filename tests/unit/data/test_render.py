@@ -50,7 +50,7 @@ def test_chatml_multi_turn_masks_every_assistant_turn(tok):
 
 
 def test_mask_equals_transformers_generation_marker_mask(make_tokenizer):
-    """Where a template has {% generation %} markers, our diff-based mask equals transformers' own."""
+    """Where a template has {% generation %} markers, ifdistill's diff-based mask equals transformers' own."""
     tok = make_tokenizer(CHATML_GENERATION)
     for conv in (ONE_TURN, TWO_TURNS):
         ours = render(tok, conv)

@@ -15,7 +15,7 @@ from ifdistill.evaluator import run as run_module
 from ifdistill.evaluator.cli import compose_config
 from ifdistill.evaluator.errors import (ChatTemplateError, EmptyDatasetError, EvaluatorError, ModelNotFoundError,
                                         OutputExistsError, PromptTooLongError)
-from ifdistill.evaluator.results import read_results
+from ifdistill.evaluator.output import read_results
 from ifdistill.evaluator.run import evaluate
 from ifdistill.evaluator.schema import SAMPLE_SCHEMA, validate
 
@@ -106,13 +106,13 @@ def test_the_cli_reports_input_errors_in_one_line(tmp_path):
 def test_the_cli_refuses_a_corrupt_export_before_loading_it(tiny_model_dir, tmp_path):
     """4 KB flipped inside an export's model.safetensors (same size): one error line naming the file,
     exit 2, and no results.json (the check runs before any weight is loaded)."""
-    from ifdistill.callbacks.export import weight_hashes
+    from ifdistill.hashing import weight_hashes
     from tests.support import flip_bytes
 
     export = tmp_path / "exports" / "step_000010"
     shutil.copytree(tiny_model_dir, export / "model")
     (export / "export.json").write_text(json.dumps({"step": 10, "kinds": ["model"], "base_model": "builtin:tiny",
-                                                    "weights": weight_hashes(export)}))
+                                                    "weights": weight_hashes(export, recursive=True)}))
     flip_bytes(export / "model" / "model.safetensors")
     out = tmp_path / "out"
     script = Path(sys.executable).parent / "ifdistill-eval"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ifdistill.callbacks.export import weight_hashes as export_weight_hashes
+from ifdistill.hashing import weight_hashes
 from ifdistill.evaluator.errors import AdapterMismatchError, CorruptExportError, ModelNotFoundError
 from ifdistill.evaluator.model_source import (check_adapter_matches_base, model_identity, resolve_model_source,
                                               tokenizer_hash, verify_export)
@@ -99,7 +99,7 @@ def _export(root: Path, tiny_model_dir: Path, adapter_dir: Path, parts: tuple[st
         if part in parts:
             shutil.copytree(tiny_model_dir, export / part)
     (export / "export.json").write_text(json.dumps({"step": 200, "kinds": list(parts), "base_model": str(tiny_model_dir),
-                                                    "weights": export_weight_hashes(export)}))
+                                                    "weights": weight_hashes(export, recursive=True)}))
     return export
 
 

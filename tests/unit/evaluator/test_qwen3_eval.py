@@ -14,7 +14,7 @@ from ifdistill.evaluator.cli import compose_config
 from ifdistill.evaluator.dataset import load_eval_rows, load_rows
 from ifdistill.evaluator.generation import scored_text
 from ifdistill.evaluator.prompts import build_prompts
-from ifdistill.evaluator.results import read_results
+from ifdistill.evaluator.output import read_results
 from ifdistill.evaluator.run import evaluate
 from ifdistill.evaluator.schema import SAMPLE_SCHEMA, validate
 from ifdistill.evaluator.settings import FewShotSettings, GenerationSettings, SourceSettings

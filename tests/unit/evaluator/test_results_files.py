@@ -1,4 +1,4 @@
-"""results.json's schema (our validator, cross-checked with jsonschema where installed) and the atomic
+"""results.json's schema (ifdistill's validator, cross-checked with jsonschema where installed) and the atomic
 publication of results.json + samples.jsonl."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import pytest
 
 from ifdistill.evaluator import results as results_module
 from ifdistill.evaluator.errors import OutputExistsError
-from ifdistill.evaluator.results import RESULTS_FILE, SAMPLES_FILE, publish, read_results
+from ifdistill.evaluator.output import RESULTS_FILE, SAMPLES_FILE, read_results
+from ifdistill.evaluator.results import publish
 from ifdistill.evaluator.schema import RESULTS_SCHEMA, SAMPLE_SCHEMA, SchemaError, validate
 
 H64, H16 = "a" * 64, "0123456789abcdef"

@@ -77,5 +77,5 @@ def test_runtime_holds_only_resource_settings():
     assert {f.name for f in dataclasses.fields(RuntimeSettings)} == {
         "kv_cache_memory_bytes", "gpu_memory_utilization", "cpu_threads_bind", "cpu_reserved", "num_threads",
         "cuda_visible_devices", "tensor_parallel_size", "max_num_seqs", "enforce_eager", "hf_batch_size",
-        "hf_device", "progress"}
+        "hf_device", "progress", "gpu_shared_with_training"}  # sleep mode: weights restored exactly on wake-up
     assert "max_new_tokens" in {f.name for f in dataclasses.fields(GenerationSettings)}

@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from ifdistill.results import eval_output, run_config, runs, seed_groups
+from ifdistill.evaluator import output as eval_output
+from ifdistill.results import run_config, runs, seed_groups
 
 from tests.unit.results.result_files import simple_rows, write_eval_dir, write_run_dir
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from ifdistill.results import paired
-from ifdistill.results.eval_output import PromptResult, paired_samples
+from ifdistill.evaluator.output import PromptResult, paired_samples
 
 from ifdistill.ifeval.stats import aggregate
 from tests.unit.results.result_files import simple_rows

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from ifdistill.ifeval.stats import mcnemar_exact
-from ifdistill.results import eval_output, run_metrics, runs
+from ifdistill.evaluator import output as eval_output
+from ifdistill.results import run_metrics, runs
 from ifdistill.results.cli import main, write_report
 from ifdistill.results.report import ReportOptions, build_report
 

@@ -72,3 +72,25 @@ def test_superseded_failures_are_resolved_and_attempts_count_across_launches(tmp
     assert "| r | stopped | 1 | 10 | 1 | 3 | 4 | 10 | 50.0 |" in out
     assert "- r step 20 (attempt 1): failed: exit code 1" in out and "step 10 (" not in out
     assert "- r step 30 (no evaluator run): missing at end of training" in out
+
+
+def test_an_extra_benchmark_has_its_own_counts_latest_scores_and_failures(tmp_path, capsys):
+    """A run evaluating IFBench next to IFEval (callbacks.checkpoint_eval.evals): IFBench's results and
+    failures are kept apart; an IFBench failure is resolved only by an IFBench result of its step."""
+    host = os.uname().nodename
+    run = _run(tmp_path, "r", {"pid": None, "host": host, "finished": "t", "final_step": 20}, steps=(20,),
+               evals={10: 0.25, 20: 0.5})
+    run_metrics.record_checkpoint(run, 10, {"metrics": {"prompt_level_loose_acc": 0.125}}, "evals/ifbench/x",
+                                  "callback", benchmark="ifbench")
+    run_metrics.record_failure(run, 20, 1, "gave_up: exit code 1", 1, "", 100.0, benchmark="ifbench")
+    status = run_status(run)
+    assert (status["evaluated"], status["eval_step"]) == (2, 20)
+    assert status["benchmarks"] == {"ifbench": {"eval_step": 10, "eval": {"prompt_level_loose_acc": 0.125},
+                                                "evaluated": 1}}
+    assert [(f["step"], f["benchmark"]) for f in status["failures"]] == [(20, "ifbench")]  # IFEval's 20 is no fix
+    assert main([str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "| r | ifbench | 1 | 10 | - | - | 12.5 | - |" in out
+    assert "- r step 20 [ifbench] (attempt 1): gave_up: exit code 1" in out
+    run_metrics.record_checkpoint(run, 20, {"metrics": {}}, "evals/ifbench/y", "backfill", benchmark="ifbench")
+    assert run_status(run)["failures"] == []

@@ -26,7 +26,8 @@ def cfg_of(*overrides):
 
 
 def test_the_shipped_presets_pass():
-    for preset in ("experiment=demo", "method=distill", "callbacks=checkpoint_eval", "trainer=ddp"):
+    for preset in ("experiment=demo", "method=distill", "callbacks=checkpoint_eval", "callbacks=checkpoint_eval_ifbench",
+                   "trainer=ddp"):
         preflight(cfg_of(preset), check_model=False)
 
 
@@ -53,6 +54,13 @@ def test_each_bad_value_is_named(override, names):
     with pytest.raises(PreflightError) as err:
         preflight(cfg_of(override), check_model=False)
     assert names in str(err.value) and "\n" not in str(err.value)
+
+
+def test_an_extra_benchmark_is_checked_like_the_eval_section():
+    bad = cfg_of("callbacks=checkpoint_eval_ifbench", "callbacks.checkpoint_eval.evals.ifbench.backend=onnx")
+    with pytest.raises(PreflightError) as err:
+        preflight(bad, check_model=False)
+    assert "callbacks.checkpoint_eval.evals.ifbench: " in str(err.value) and "onnx" in str(err.value)
 
 
 def test_several_problems_are_reported_together():

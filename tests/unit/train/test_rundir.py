@@ -8,7 +8,7 @@ import os
 import pytest
 from omegaconf import OmegaConf
 
-from ifdistill.train.rundir import DEFAULT_HASH_IGNORE, RunDir, config_hash, hashed_config, run_id
+from ifdistill.rundir import HASH_IGNORE, RunDir, config_hash, hashed_config, run_id
 
 BASE = {
     "seed": 42, "task_name": "train",
@@ -58,22 +58,22 @@ def test_run_dir_layout_and_launch_record(tmp_path):
     c = cfg()
     h = config_hash(c)
     rd = RunDir(tmp_path / run_id("demo", h))
-    meta = rd.write_launch(c, run_id=run_id("demo", h), digest=h, ignore=DEFAULT_HASH_IGNORE, resumed_from=None)
+    meta = rd.write_launch(c, run_id=run_id("demo", h), digest=h, ignore=HASH_IGNORE, resumed_from=None)
     for sub in ("checkpoints", "exports", "logs", "data"):
         assert (rd.root / sub).is_dir()
     assert rd.root.name == f"demo-{h[:12]}"
     saved = json.loads(rd.run_json.read_text())
     assert saved["config_hash"] == h and saved["run_id"] == f"demo-{h[:12]}" and len(saved["launches"]) == 1
     assert "optim" in saved["hashed_config"]
-    rd.write_launch(c, run_id=meta["run_id"], digest=h, ignore=DEFAULT_HASH_IGNORE, resumed_from="step=000002.ckpt")
+    rd.write_launch(c, run_id=meta["run_id"], digest=h, ignore=HASH_IGNORE, resumed_from="step=000002.ckpt")
     assert [x["resumed_from"] for x in rd.read_meta()["launches"]] == [None, "step=000002.ckpt"]
     with pytest.raises(RuntimeError, match="belongs to config_hash"):
-        rd.write_launch(c, run_id="x", digest="0" * 64, ignore=DEFAULT_HASH_IGNORE, resumed_from=None)
+        rd.write_launch(c, run_id="x", digest="0" * 64, ignore=HASH_IGNORE, resumed_from=None)
 
 
 HOLD = r"""
 import sys, time
-from ifdistill.train.rundir import RunLock
+from ifdistill.train.run_lock import RunLock
 lock = RunLock(sys.argv[1]).acquire()
 print("held", flush=True)
 time.sleep(60)
@@ -90,7 +90,7 @@ def test_run_lock_refuses_a_second_holder_naming_the_first_and_is_taken_over_whe
     import sys
     from pathlib import Path
 
-    from ifdistill.train.rundir import RunLock, RunLockedError
+    from ifdistill.train.run_lock import RunLock, RunLockedError
 
     path = tmp_path / "run.lock"
     root = Path(__file__).resolve().parents[3]
@@ -118,7 +118,7 @@ def test_without_flock_a_holder_is_judged_by_its_pid_and_a_requeued_slurm_job_ta
     import socket
     import subprocess
 
-    from ifdistill.train.rundir import RunLock
+    from ifdistill.train.run_lock import RunLock
 
     dead = subprocess.Popen(["true"])
     dead.wait()
@@ -133,7 +133,7 @@ def test_without_flock_a_holder_is_judged_by_its_pid_and_a_requeued_slurm_job_ta
 
 
 def test_check_refuses_a_live_holder_without_taking_or_creating_anything(tmp_path):
-    from ifdistill.train.rundir import RunLock, RunLockedError
+    from ifdistill.train.run_lock import RunLock, RunLockedError
 
     RunLock(tmp_path / "absent" / "run.lock").check()
     assert not (tmp_path / "absent").exists()

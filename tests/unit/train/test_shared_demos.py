@@ -97,7 +97,7 @@ def test_teacher_max_length_drops_demonstrations_like_the_per_example_path(share
 # -- regressions: the shared scheme follows the per-example rules ------------------------------------
 
 def test_replay_examples_read_no_demonstrations_unless_icl_on_replay():
-    """Issue 13.1: with data.icl_on_replay=false the shared scheme gave replay examples demonstrations."""
+    """With data.icl_on_replay=false the shared scheme gives replay examples no demonstrations."""
     data = synthetic_data(24, replay=[{"name": "chat", "synthetic": "chat", "max_examples": 60}], ratio=0.5)
     dm = shared_datamodule(data)
     collate = dm.shared_demo_collator()
@@ -134,9 +134,9 @@ def test_mixed_batch_teacher_equals_per_example_views():
 
 
 def test_the_thinking_flag_is_resolved_once_for_students_teachers_and_the_evaluator():
-    """Issue 13.2: data.enable_thinking was ignored by the shared collator when model.enable_thinking is null,
-    so teacher and student read differently formatted prompts. The flag is now resolved once: the model's
-    (the evaluator's) value, with a data value that disagrees refused before anything is built."""
+    """Teacher, student and evaluator read prompts formatted with one thinking flag, resolved once: the
+    model's (the evaluator's) value; a data.enable_thinking that disagrees with it (a null model value
+    included) is refused before anything is built."""
     from ifdistill.data.build import DataConfig
     from tests.unit.data.conftest import QWEN3_LIKE
 

@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 from ifdistill.config import ConfigError, validate
-from ifdistill.train.rundir import config_hash
+from ifdistill.rundir import config_hash
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
 

@@ -15,7 +15,8 @@ from tests.unit.train.test_accumulation import Recorder
 
 @pytest.mark.parametrize("max_steps,every", [(3, 2), (5, 2), (4, 3)])
 def test_the_last_partial_logging_interval_is_logged(max_steps, every):
-    """Issue 13.4: with max_steps=3 and log_every_n_steps=2 step 3's metrics were reduced, then dropped."""
+    """A run ending inside a logging interval (e.g. max_steps=3, log_every_n_steps=2) reduces *and logs* its
+    last steps' metrics."""
     dm = TrainDataModule(resolved(synthetic_data(40)), TINY, micro_batch_size=2)
     torch.manual_seed(0)
     module = SFTModule(TINY, LORA, {"name": "sgd", "lr": 0.1, "schedule": "constant"})

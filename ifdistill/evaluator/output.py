@@ -1,10 +1,11 @@
-"""Reading one evaluator output directory (``results.json`` + ``samples.jsonl``): the only module of
-``ifdistill.results`` that knows that format.
+"""The evaluator's output directory (``results.json`` + ``samples.jsonl``): file names, metric names, reader.
 
-Why one place: the evaluator and the report were written side by side, and the report must keep
-working on directories written by older evaluator versions. Everything else in the package sees an
-:class:`EvalOutput` (aggregates under lm-eval's names, per-instruction-type accuracy, the config
-hash) and per-prompt pass/fail vectors keyed by the prompt's key, never raw JSON.
+The one reader of that format. The evaluator writes it (:mod:`ifdistill.evaluator.results`, checked
+against :data:`ifdistill.evaluator.schema.RESULTS_SCHEMA`); the checkpoint-eval callback, back-fill,
+the loggers, ``ifdistill-report``, ``ifdistill-status`` and the demo read it here. Readers that need
+the payload as written (to store it in ``metrics.json`` or log it) use :func:`read_results_json`;
+everything else sees an :class:`EvalOutput` (aggregates under lm-eval's names, per-instruction-type
+accuracy, the config hash) and per-prompt pass/fail vectors keyed by the prompt's key.
 
 Tolerated variations (each seen or plausible in an evaluator's history):
 
@@ -27,11 +28,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ifdistill.ifeval.stats import METRICS
+from ifdistill.ifeval.stats import METRICS  # the four aggregates, named as lm-eval names them
 
 RESULTS_FILE = "results.json"
 SAMPLES_FILE = "samples.jsonl"
 MODES = ("strict", "loose")
+__all__ = ["METRICS", "RESULTS_FILE", "SAMPLES_FILE", "EvalOutput", "PromptResult", "load", "read_results",
+           "read_results_json", "metric_values"]
 
 
 class EvalOutputError(ValueError):
@@ -134,6 +137,14 @@ def _aggregates(results: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in results.items() if k.startswith(("prompt_level_", "inst_level_", "num_"))}
 
 
+def metric_values(results: Mapping[str, Any]) -> dict[str, float]:
+    """The four aggregates and their standard errors (``<metric>_stderr``) as floats; absent or null
+    values are left out."""
+    found = _aggregates(results)
+    return {key: float(found[key]) for name in METRICS for key in (name, f"{name}_stderr")
+            if found.get(key) is not None}
+
+
 def from_results(path: str | os.PathLike, results: Mapping[str, Any]) -> EvalOutput:
     """An :class:`EvalOutput` from already-parsed results.json content (``path`` holds the samples)."""
     metrics = _aggregates(results)
@@ -152,17 +163,28 @@ def from_results(path: str | os.PathLike, results: Mapping[str, Any]) -> EvalOut
     )
 
 
-def load(path: str | os.PathLike) -> EvalOutput:
-    """Read ``<path>/results.json``; raises :class:`EvalOutputError` if it is missing or incomplete."""
-    path = Path(path)
-    file = path / RESULTS_FILE
+def read_results_json(path: str | os.PathLike) -> dict[str, Any]:
+    """``<path>/results.json`` as written; raises :class:`EvalOutputError` naming the file if it is
+    missing or not JSON."""
+    file = Path(path) / RESULTS_FILE
     if not file.is_file():
         raise EvalOutputError(f"{file}: missing (an unfinished or failed evaluation?)")
     try:
-        results = json.loads(file.read_text())
+        return json.loads(file.read_text())
     except json.JSONDecodeError as e:
         raise EvalOutputError(f"{file}: invalid JSON ({e})") from None
-    return from_results(path, results)
+
+
+def read_results(path: str | os.PathLike) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``(results.json, samples.jsonl rows)`` of a finished evaluation, both as written."""
+    with open(Path(path) / SAMPLES_FILE, encoding="utf-8") as f:
+        samples = [json.loads(line) for line in f if line.strip()]
+    return read_results_json(path), samples
+
+
+def load(path: str | os.PathLike) -> EvalOutput:
+    """Read ``<path>/results.json``; raises :class:`EvalOutputError` if it is missing or incomplete."""
+    return from_results(path, read_results_json(path))
 
 
 def paired_samples(a: Sequence[PromptResult], b: Sequence[PromptResult]

@@ -1,0 +1,27 @@
+"""Which backend serves an evaluation: the one place that knows both implementations.
+
+The backends import the request types of :mod:`ifdistill.evaluator.generation`; choosing between
+them lives here, above both, so the request types never import a backend.
+"""
+
+from __future__ import annotations
+
+from ifdistill.evaluator.generation import Backend
+from ifdistill.evaluator.model_source import ModelSource
+from ifdistill.evaluator.settings import EvalSettings
+
+
+def make_backend(settings: EvalSettings, source: ModelSource, *, context_len: int, seed: int,
+                 persistent: bool = False) -> Backend:
+    """Start the configured backend for ``source`` (the expensive step: model load, engine start).
+    ``persistent``: a vLLM engine that serves several checkpoints (:mod:`ifdistill.evaluator.serve`)."""
+    if settings.backend == "vllm":
+        from ifdistill.evaluator.backend_vllm import VLLMBackend
+
+        return VLLMBackend(source.model_dir, tokenizer_dir=source.tokenizer_dir, dtype=settings.dtype,
+                           max_model_len=context_len, seed=seed, runtime=settings.runtime,
+                           lora_rank=source.lora_rank if source.adapter_dir else None, persistent=persistent)
+    from ifdistill.evaluator.backend_hf import HFBackend
+
+    return HFBackend(source.model_dir, adapter_dir=source.adapter_dir, tokenizer_dir=source.tokenizer_dir,
+                     dtype=settings.dtype, runtime=settings.runtime)
