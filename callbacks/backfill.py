@@ -40,9 +40,10 @@ USAGE = ("usage: ifdistill-eval backfill run_dir=RUN_DIR [steps=[200,400]] [runn
          "[slurm.partition=gpu ...] [devices={cpu_threads_bind: '1'}] [timeout_s=3600] [retries=1] [log=true]")
 
 
-def _callback_settings(cfg: DictConfig) -> dict[str, Any]:
+def _callback_section(cfg: DictConfig) -> DictConfig:
+    """The run's ``callbacks.checkpoint_eval`` (empty for a run trained without the callback)."""
     node = OmegaConf.select(cfg, "callbacks.checkpoint_eval")
-    return OmegaConf.to_container(node, resolve=True) if node is not None else {}
+    return node if node is not None else OmegaConf.create({})
 
 
 def backfill(run_dir: str | os.PathLike, *, steps: Optional[Sequence[int]] = None, runner: Any = "run",
@@ -58,7 +59,8 @@ def backfill(run_dir: str | os.PathLike, *, steps: Optional[Sequence[int]] = Non
 
     run = RunDir(Path(run_dir).absolute())
     cfg = OmegaConf.load(run.config_yaml)
-    settings = _callback_settings(cfg)
+    section = _callback_section(cfg)
+    settings = OmegaConf.to_container(section, resolve=True)
     spec = settings.get("runner") if runner == "run" else runner
     if runner == "run" and spec is None and settings.get("engine") == "persistent":
         spec, runner_options = "persistent", {**(settings.get("persistent") or {}), **(runner_options or {})}
@@ -66,7 +68,7 @@ def backfill(run_dir: str | os.PathLike, *, steps: Optional[Sequence[int]] = Non
                       timeout_s=float(timeout_s if timeout_s is not None else "inf"),
                       retries=int(retries if retries is not None else settings.get("retries", 1)),
                       runner=make_runner(spec, **(runner_options or {})))
-    extra = OmegaConf.select(cfg, "callbacks.checkpoint_eval.evals") or {}
+    extra = section.get("evals") or {}  # the eval sections as configs, like the callback's
     evaluations = CheckpointEvaluations(
         run, {None: cfg.eval, **{str(k): v for k, v in extra.items()}}, queue=queue, source="backfill", model_cfg=cfg.model,
         evaluate_kind=str(settings.get("evaluate_kind", "auto")),

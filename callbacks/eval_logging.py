@@ -12,11 +12,11 @@ so the two benchmarks of one run never share keys or a step axis.
 
 from __future__ import annotations
 
-import json
+import itertools
 from pathlib import Path
 from typing import Any, Iterable
 
-from ifdistill.evaluator.output import METRICS, metric_values
+from ifdistill.evaluator.output import METRICS, SAMPLES_FILE, iter_sample_rows, metric_values
 
 STEP_KEY = "ifeval/step"  # IFEval's; other benchmarks: step_key(benchmark)
 
@@ -54,18 +54,12 @@ def flat_metrics(results: dict) -> dict[str, float]:
 
 
 def sample_rows(out_dir: Path, limit: int) -> list[list[Any]]:
-    rows = []
-    path = Path(out_dir) / "samples.jsonl"
-    if limit <= 0 or not path.is_file():
-        return rows
-    with open(path) as f:
-        for line in f:
-            s = json.loads(line)
-            rows.append([str(s.get("key")), s.get("prompt", ""), s.get("response", ""),
-                         bool(s.get("strict_prompt")), bool(s.get("loose_prompt"))])
-            if len(rows) >= limit:
-                break
-    return rows
+    """The first ``limit`` samples as rows of the W&B samples table (none if the evaluation kept no samples)."""
+    if limit <= 0 or not (Path(out_dir) / SAMPLES_FILE).is_file():
+        return []
+    return [[str(s.get("key")), s.get("prompt", ""), s.get("response", ""),
+             bool(s.get("strict_prompt")), bool(s.get("loose_prompt"))]
+            for s in itertools.islice(iter_sample_rows(out_dir), limit)]
 
 
 _DEFINED: set[tuple[str, str]] = set()  # (W&B run id, benchmark) whose metrics are declared

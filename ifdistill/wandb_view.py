@@ -33,12 +33,12 @@ from typing import Any, Optional, Sequence
 
 from omegaconf import DictConfig
 
+from ifdistill.evaluator.output import METRICS
 from ifdistill.sweeps import run_config_key, swept_keys
 
 AGGREGATED = ("seed",)  # swept keys whose runs are averaged within a group rather than split by
 TRAIN_STEP = "trainer/global_step"  # Lightning's WandbLogger x axis for train/* and val/*
-VARIANTS = ("prompt_level_strict_acc", "prompt_level_loose_acc", "inst_level_strict_acc", "inst_level_loose_acc")
-HEADLINE = "prompt_level_strict_acc"
+HEADLINE = METRICS[0]  # prompt-level strict accuracy, the number papers report first
 TYPE_METRIC = "strict_acc"  # the per-instruction-type value the compact panel shows
 DISPLAY = {"ifeval": "IFEval", "ifbench": "IFBench"}
 # Where each benchmark's instruction ids are registered (the per-type panel lists every id).
@@ -90,7 +90,7 @@ def _line(title: str, x: str, y: Sequence[str]) -> dict:
 def _benchmark_section(bm: str) -> dict:
     step = f"{bm}/step"
     return {"name": DISPLAY.get(bm, bm), "panels": [
-        _line(f"{bm} {v.replace('_acc', '').replace('_', ' ')}", step, [f"{bm}/{v}"]) for v in VARIANTS]}
+        _line(f"{bm} {v.replace('_acc', '').replace('_', ' ')}", step, [f"{bm}/{v}"]) for v in METRICS]}
 
 
 def _types_section(bm: str) -> dict:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,8 @@ from ifdistill.ifeval.stats import METRICS  # the four aggregates, named as lm-e
 RESULTS_FILE = "results.json"
 SAMPLES_FILE = "samples.jsonl"
 MODES = ("strict", "loose")
-__all__ = ["METRICS", "RESULTS_FILE", "SAMPLES_FILE", "EvalOutput", "PromptResult", "load", "read_results",
+__all__ = ["METRICS", "RESULTS_FILE", "SAMPLES_FILE", "EvalOutput", "PromptResult", "iter_sample_rows", "load",
+           "read_results",
            "read_results_json", "metric_values"]
 
 
@@ -175,11 +176,22 @@ def read_results_json(path: str | os.PathLike) -> dict[str, Any]:
         raise EvalOutputError(f"{file}: invalid JSON ({e})") from None
 
 
+def iter_sample_rows(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
+    """The rows of ``<path>/samples.jsonl`` as written, lazily (a reader that needs only the first few
+    stops early); raises :class:`EvalOutputError` naming the file and line of a row that is not JSON."""
+    file = Path(path) / SAMPLES_FILE
+    with open(file, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise EvalOutputError(f"{file}:{line_no}: invalid JSON ({e})") from None
+
+
 def read_results(path: str | os.PathLike) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``(results.json, samples.jsonl rows)`` of a finished evaluation, both as written."""
-    with open(Path(path) / SAMPLES_FILE, encoding="utf-8") as f:
-        samples = [json.loads(line) for line in f if line.strip()]
-    return read_results_json(path), samples
+    return read_results_json(path), list(iter_sample_rows(path))
 
 
 def load(path: str | os.PathLike) -> EvalOutput:
