@@ -37,10 +37,17 @@ ROOT = Path(__file__).resolve().parents[1]
 MBS, LR, R, ALPHA = 8, 2e-4, 16, 32
 
 
+CHUNK_ENV = "BENCH_LOGIT_CHUNK_SIZE"  # --logit-chunk-size, handed to the worker processes
+
+
 def chunk_size():
-    """The configured default ``logit_chunk_size`` (conf/train.yaml): the modules run as training runs them."""
+    """``--logit-chunk-size`` if given, else the configured default (conf/train.yaml): the modules run as
+    training runs them."""
     from omegaconf import OmegaConf
 
+    if CHUNK_ENV in os.environ:
+        value = os.environ[CHUNK_ENV]
+        return None if value.lower() in ("none", "null", "0") else int(value)
     return OmegaConf.load(ROOT / "conf" / "train.yaml").get("logit_chunk_size")
 ROW = 512  # packed row length (both sides): one dense attention mask per row, so rows stay short on CPU
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -293,7 +300,11 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="also write the results here")
     ap.add_argument("--full-loop", action="store_true",
                     help="also time whole training loops (Lightning vs HF Trainer) in separate processes")
+    ap.add_argument("--logit-chunk-size", default=None,
+                    help="run the modules with this logit_chunk_size (none: unchunked) instead of conf/train.yaml's")
     args = ap.parse_args()
+    if args.logit_chunk_size is not None:
+        os.environ[CHUNK_ENV] = args.logit_chunk_size
 
     if args.worker:
         spec = json.loads(args.worker)
@@ -366,7 +377,7 @@ def main() -> None:
         a, b = summary.get(f"loop_ifdistill_{tag}"), summary.get(f"loop_trl_{tag}")
         if a and b:
             ratios[f"loop_sft_{tag}_vs_trl (tokens/s)"] = a["tokens_per_s"] / b["tokens_per_s"]
-    print("\n== ratios (goals: SFT vs TRL >= 1.3; 4-shot distill step vs SFT <= 2.0)")
+    print(f"\n== ratios (goals: SFT vs TRL >= 1.3; 4-shot distill step vs SFT <= 2.0); logit_chunk_size {chunk_size()}")
     for name, value in ratios.items():
         print(f"{name:34s} {value:.2f}x")
     if args.json:
