@@ -55,19 +55,20 @@ def backfill(run_dir: str | os.PathLike, *, steps: Optional[Sequence[int]] = Non
     ``"slurm"``, a config node with ``_target_`` or a runner object."""
     from ifdistill.evaluator.errors import CorruptExportError
     from ifdistill.evaluator.model_source import verify_export
-    from ifdistill.launchers.runners import make_runner
+    from ifdistill.launchers.runners import checkpoint_eval_runner, make_runner
 
     run = RunDir(Path(run_dir).absolute())
     cfg = OmegaConf.load(run.config_yaml)
     section = _callback_section(cfg)
     settings = OmegaConf.to_container(section, resolve=True)
-    spec = settings.get("runner") if runner == "run" else runner
-    if runner == "run" and spec is None and settings.get("engine") == "persistent":
-        spec, runner_options = "persistent", {**(settings.get("persistent") or {}), **(runner_options or {})}
+    options = runner_options or {}
+    if runner == "run":  # where the run's own evaluations ran
+        runner = checkpoint_eval_runner(settings.get("runner"), settings.get("engine", "process"),
+                                        settings.get("persistent"), **options)
     queue = EvalQueue(max_running=1, max_pending=1 << 30, policy="wait",
                       timeout_s=float(timeout_s if timeout_s is not None else "inf"),
                       retries=int(retries if retries is not None else settings.get("retries", 1)),
-                      runner=make_runner(spec, **(runner_options or {})))
+                      runner=make_runner(runner, **options))
     extra = section.get("evals") or {}  # the eval sections as configs, like the callback's
     evaluations = CheckpointEvaluations(
         run, {None: cfg.eval, **{str(k): v for k, v in extra.items()}}, queue=queue, source="backfill", model_cfg=cfg.model,

@@ -46,7 +46,7 @@ from lightning.pytorch import Callback
 from ifdistill.callbacks.eval_jobs import EvalQueue
 from ifdistill.callbacks.evaluations import CheckpointEvaluations, CommandBuilder
 from ifdistill.callbacks.export import export_checkpoint
-from ifdistill.launchers.runners import make_runner
+from ifdistill.launchers.runners import checkpoint_eval_runner
 from ifdistill.results import run_metrics
 from ifdistill.rundir import RunInfo
 
@@ -71,15 +71,8 @@ class CheckpointEvalCallback(Callback):
         self.every_n_steps, self.at_end = every_n_steps, at_end
         self.export_merged, self.chat_template = export_merged, chat_template
         self.final_wait_s = final_wait_s
-        if engine not in ("process", "persistent"):
-            raise ValueError(f"engine must be process or persistent, not {engine!r}")
-        if engine == "persistent":
-            if runner is not None:
-                raise ValueError("engine=persistent runs the evaluator on this node; it does not combine with a runner "
-                                 "(a SLURM job per evaluation is engine=process)")
-            runner = make_runner("persistent", **dict(persistent or {}))
         queue = EvalQueue(max_running=max_running, max_pending=max_pending, policy=policy, timeout_s=timeout_s,
-                          retries=retries, runner=runner)
+                          retries=retries, runner=checkpoint_eval_runner(runner, engine, persistent))
         self.evaluations = CheckpointEvaluations(
             run.dir, {None: eval_cfg, **dict(evals or {})}, queue=queue, source="callback", model_cfg=model_cfg,
             evaluate_kind=evaluate_kind,

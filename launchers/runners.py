@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Protocol
 
 RUNNERS = ("local", "slurm", "persistent")
+ENGINES = ("process", "persistent")
 
 
 class Runner(Protocol):
@@ -51,3 +52,19 @@ def make_runner(spec: Any = None, **options: Any) -> Runner:
             raise ValueError(f"an evaluation runner node needs a _target_: {dict(spec)}")
         return instantiate(spec, **options)
     raise ValueError(f"unknown evaluation runner {spec!r}: use one of {', '.join(RUNNERS)} or a node with _target_")
+
+
+def checkpoint_eval_runner(runner: Any = None, engine: str = "process", persistent: Mapping[str, Any] | None = None,
+                           **options: Any) -> Runner:
+    """The runner a run's ``callbacks.checkpoint_eval`` section names (its ``runner``, ``engine`` and
+    ``persistent`` fields): ``engine=persistent`` is one long-lived evaluator on this node (``persistent``
+    and ``options`` are its settings) and takes no ``runner``; ``engine=process`` is a process per
+    evaluation wherever ``runner`` says. The callback and back-fill both read the section through here."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be process or persistent, not {engine!r}")
+    if engine == "persistent":
+        if runner is not None:
+            raise ValueError("engine=persistent runs the evaluator on this node; it does not combine with a runner "
+                             "(a SLURM job per evaluation is engine=process)")
+        return make_runner("persistent", **{**dict(persistent or {}), **options})
+    return make_runner(runner, **options)

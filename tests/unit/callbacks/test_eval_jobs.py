@@ -180,3 +180,22 @@ def test_an_arriving_evaluation_is_one_line_with_standard_errors():
     assert evaluation_line(20, results) == (
         "[checkpoint-eval] step 20: prompt strict 0.4125±0.0212 | inst strict 0.5000±0.0101 | "
         "prompt loose 0.4500±0.0200 | inst loose 0.5500±0.0110")
+
+
+def test_the_checkpoint_eval_section_names_one_runner():
+    """``callbacks.checkpoint_eval``'s runner / engine / persistent fields, read the same way by the callback
+    and by back-fill: persistent is one server on this node with the section's settings (a back-fill
+    option overrides one), process is the section's runner, anything else is refused."""
+    from ifdistill.launchers.local_eval import LocalRunner
+    from ifdistill.launchers.persistent_eval import PersistentRunner
+    from ifdistill.launchers.runners import checkpoint_eval_runner
+
+    server = checkpoint_eval_runner(None, "persistent", {"request_timeout_s": 7, "max_server_starts": 2},
+                                    max_server_starts=1)
+    assert isinstance(server, PersistentRunner)
+    assert (server.request_timeout_s, server.max_server_starts) == (7, 1)
+    assert isinstance(checkpoint_eval_runner(None, "process"), LocalRunner)
+    with pytest.raises(ValueError, match="does not combine with a runner"):
+        checkpoint_eval_runner("slurm", "persistent")
+    with pytest.raises(ValueError, match="engine must be process or persistent"):
+        checkpoint_eval_runner(None, "thread")
