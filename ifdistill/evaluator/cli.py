@@ -36,19 +36,18 @@ def _summary(results: dict) -> str:
 
 @hydra.main(config_path="pkg://ifdistill.conf", config_name="eval", version_base="1.3")
 def _app(cfg: DictConfig) -> None:
-    from ifdistill.config import ConfigError
-    from ifdistill.data.records import DataError
-    from ifdistill.evaluator.errors import EvaluatorError
+    from ifdistill.evaluator.errors import input_errors
+    from ifdistill.evaluator.output import RESULTS_FILE
     from ifdistill.evaluator.run import evaluate
 
     try:
         results = evaluate(cfg)
-    except (EvaluatorError, ConfigError, DataError) as err:
+    except input_errors() as err:
         log.error("%s: %s", type(err).__name__, err)
         print(f"ifdistill-eval: error: {err}", file=sys.stderr)
         sys.exit(2)
     print(_summary(results))
-    print(f"  results: {os.path.join(str(cfg.output_dir), 'results.json')}")
+    print(f"  results: {os.path.join(str(cfg.output_dir), RESULTS_FILE)}")
 
 
 def compose_config(overrides: Sequence[str] = (), *, output_dir: Optional[str] = None) -> DictConfig:

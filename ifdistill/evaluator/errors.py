@@ -11,6 +11,16 @@ class EvaluatorError(RuntimeError):
     """Base class: a problem with the inputs of an evaluation (not a bug in the evaluator)."""
 
 
+def input_errors() -> tuple[type[Exception], ...]:
+    """What an evaluation reports as bad input, exit code 2, whether a fresh ``ifdistill-eval`` process or
+    the persistent server runs it: the evaluator's own errors, a bad config and bad data (imported
+    here, on use, so that this module stays free of imports)."""
+    from ifdistill.config import ConfigError
+    from ifdistill.data.records import DataError
+
+    return EvaluatorError, ConfigError, DataError
+
+
 class ModelNotFoundError(EvaluatorError):
     """The model, adapter or export directory does not exist or holds no loadable model."""
 

@@ -197,22 +197,21 @@ class ServedEngine:
 # -- the server loop ---------------------------------------------------------------------------------
 def handle(engine: ServedEngine, argv: Sequence[str]) -> dict[str, Any]:
     """One request: compose the job's config, prepare, load into the engine, execute (one code path)."""
-    from ifdistill.config import ConfigError
-    from ifdistill.data.records import DataError
     from ifdistill.evaluator.cli import compose_config
-    from ifdistill.evaluator.errors import EvaluatorError
+    from ifdistill.evaluator.errors import input_errors
+    from ifdistill.evaluator.output import RESULTS_FILE
     from ifdistill.evaluator.run import execute, prepare
 
     try:
         plan = prepare(compose_config(job_overrides(argv)))
-    except (EvaluatorError, ConfigError, DataError) as err:
+    except input_errors() as err:
         return {"status": "input_error", "exit_code": 2, "error": f"{type(err).__name__}: {err}"}
     runtime = engine.load(plan)
     try:
         results = execute(plan, backend=engine.backend, runtime=runtime)
     finally:
         engine.after()
-    return {"status": "ok", "exit_code": 0, "results": str(Path(plan.run.output_dir) / "results.json"),
+    return {"status": "ok", "exit_code": 0, "results": str(Path(plan.run.output_dir) / RESULTS_FILE),
             "metrics": results["metrics"], "runtime": runtime}
 
 
