@@ -23,6 +23,7 @@ Layout of ``<paths.output_root>/<task_name>/runs/<run_id>/`` (``run_id = <run.na
     checkpoints/         Lightning checkpoints: step=000200.ckpt ... (files, or folders for DeepSpeed/FSDP2)
     exports/step_000200/ HF-format exports for the checkpoint evaluations (export.json written last)
     evals/step_000200/   the evaluator's output for that export (results.json, samples.jsonl, .request/)
+    evals/ifbench/step_000200/  an extra benchmark's output for it (callbacks.checkpoint_eval.evals)
     logs/                csv/ and wandb/ loggers
     data/manifest.json   the data manifest
     report/              ifdistill-report's tables and plots

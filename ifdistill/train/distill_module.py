@@ -156,7 +156,7 @@ class ICLDistillModule(SFTModule):
     def objective(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         rows, s_cols, t_cols, targets = self.completion_index(batch)
         return self.head_objective(
-            lambda head: self.lm(batch["input_ids"], rows, s_cols, attention_mask=batch.get("attention_mask"), head=head),
+            lambda head: self.student(batch, rows, s_cols, head),
             targets, self.loss_from_logits,
             teacher=lambda head: self.teacher_logits(batch, rows, t_cols, head=head), teacher_head=self.teacher_head)
 

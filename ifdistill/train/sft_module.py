@@ -162,13 +162,17 @@ class SFTModule(pl.LightningModule):
         rows, cols = supervised_positions(labels)
         return rows, cols, labels[rows, cols + 1]
 
+    def student(self, batch: Mapping[str, torch.Tensor], rows: torch.Tensor, cols: torch.Tensor, head: Any) -> Any:
+        """The student network on ``batch`` up to positions ``(rows, cols)``, then ``head``
+        (:class:`SelectiveLM`'s argument: logits, hidden states, or a function of both)."""
+        return self.lm(batch["input_ids"], rows, cols, attention_mask=batch.get("attention_mask"),
+                       position_ids=batch.get("position_ids"), head=head)
+
     def objective(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Sum (not mean) of the per-token loss of one micro-batch, and the sums to log."""
         rows, cols, targets = self.supervised(batch)
-        return self.head_objective(
-            lambda head: self.lm(batch["input_ids"], rows, cols, attention_mask=batch.get("attention_mask"),
-                                 position_ids=batch.get("position_ids"), head=head),
-            targets, lambda s, y, t: ce_kd_with_stats(s, y))  # one softmax for loss and metrics
+        return self.head_objective(lambda head: self.student(batch, rows, cols, head),
+                                   targets, lambda s, y, t: ce_kd_with_stats(s, y))  # one softmax for loss and metrics
 
     def head_objective(self, student: Callable[[Any], Any], targets: torch.Tensor, loss_fn: ChunkObjective,
                        teacher: Optional[Callable[[bool], torch.Tensor]] = None,
@@ -305,10 +309,8 @@ class SFTModule(pl.LightningModule):
     def validation_step(self, batch: Mapping[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
         """Held-out sums, the LM head applied ``logit_chunk_size`` positions at a time as in training."""
         rows, cols, targets = self.supervised(batch)
-        sums = self.lm(batch["input_ids"], rows, cols, attention_mask=batch.get("attention_mask"),
-                       position_ids=batch.get("position_ids"),
-                       head=lambda hidden, head: chunked_sums(hidden, head, targets, token_stats,
-                                                              chunk_size=self.logit_chunk_size))
+        sums = self.student(batch, rows, cols, lambda hidden, head: chunked_sums(
+            hidden, head, targets, token_stats, chunk_size=self.logit_chunk_size))
         self.val_sums[self.val_names[dataloader_idx]].add(sums)
 
     def on_validation_epoch_end(self) -> None:
