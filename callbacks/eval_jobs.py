@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Literal
 
+from ifdistill.evaluator.output import RESULTS_FILE
 from ifdistill.launchers.runners import Runner, make_runner
 
 Policy = Literal["wait", "skip_new", "drop_oldest"]
@@ -66,7 +67,7 @@ def _tail(path: Path | None, limit: int = 4000) -> str:
 class EvalQueue:
     def __init__(self, *, max_running: int = 1, max_pending: int = 4, policy: Policy = "wait",
                  timeout_s: float = 3600.0, retries: int = 1, poll_interval_s: float = 1.0,
-                 is_complete: Callable[[Path], bool] = lambda out: (out / "results.json").is_file(),
+                 is_complete: Callable[[Path], bool] = lambda out: (out / RESULTS_FILE).is_file(),
                  clock: Callable[[], float] = time.monotonic, runner: Runner | None = None):
         if policy not in ("wait", "skip_new", "drop_oldest"):
             raise ValueError(f"eval queue policy must be wait, skip_new or drop_oldest, not {policy!r}")

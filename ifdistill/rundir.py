@@ -53,6 +53,7 @@ HASH_IGNORE = (
     "trainer.enable_progress_bar", "trainer.enable_model_summary", "trainer.log_every_n_steps",
 )
 RUN_JSON = "run.json"
+CONFIG_YAML = "config.yaml"
 RUN_LOCK = "run.lock"
 METRICS_JSON = "metrics.json"
 RUN_DIR_LINK = "run_dir.txt"
@@ -130,7 +131,7 @@ class RunDir:
     logs = property(lambda self: self.root / "logs")
     data = property(lambda self: self.root / "data")
     report = property(lambda self: self.root / "report")
-    config_yaml = property(lambda self: self.root / "config.yaml")
+    config_yaml = property(lambda self: self.root / CONFIG_YAML)
     run_json = property(lambda self: self.root / RUN_JSON)
     metrics_json = property(lambda self: self.root / METRICS_JSON)
     lock_file = property(lambda self: self.root / RUN_LOCK)

@@ -34,6 +34,7 @@ from typing import Any, Optional
 
 from ifdistill.evaluator.errors import AdapterMismatchError, CorruptExportError, ModelNotFoundError
 from ifdistill.hashing import weight_files, weight_hashes, weight_sha256
+from ifdistill.rundir import EXPORT_JSON
 
 # What a snapshot needs for loading and identity (not ONNX / GGUF / original checkpoints).
 HUB_PATTERNS = ["*.json", "*.safetensors", "*.jinja", "*.model", "*.txt", "*.tiktoken"]
@@ -124,7 +125,7 @@ def verify_export(export: str | os.PathLike, parts: Optional[tuple[str, ...]] = 
     read the files a second time.
     """
     export = Path(export)
-    meta = export / "export.json"
+    meta = export / EXPORT_JSON
     recorded = _read_json(meta).get("weights")
     if not isinstance(recorded, dict) or not recorded:
         raise CorruptExportError(f"{meta} records no weight digests ('weights'): the export cannot be verified; "
@@ -159,12 +160,12 @@ def resolve_model_source(model_cfg: Any, *, adapter_dir: Optional[str] = None, e
         if not export.is_dir():
             raise ModelNotFoundError(f"export directory {export_dir!r} does not exist")
         part, kind = _pick_export_part(export, export_kind)
-        if part != export and (export / "export.json").is_file():
+        if part != export and (export / EXPORT_JSON).is_file():
             verify_export(export, (part.name,))
         configured = str(export.resolve())
         if kind == "adapter":
             adapter_dir = str(part)
-            info = _read_json(export / "export.json") if (export / "export.json").is_file() else {}
+            info = _read_json(export / EXPORT_JSON) if (export / EXPORT_JSON).is_file() else {}
             base_name = info.get("base_model") or _read_json(part / "adapter_config.json").get(
                 "base_model_name_or_path") or name
         else:
