@@ -28,6 +28,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from ifdistill import checksum
 from ifdistill.ifeval.stats import METRICS  # the four aggregates, named as lm-eval names them
 
 RESULTS_FILE = "results.json"
@@ -166,14 +167,18 @@ def from_results(path: str | os.PathLike, results: Mapping[str, Any]) -> EvalOut
 
 def read_results_json(path: str | os.PathLike) -> dict[str, Any]:
     """``<path>/results.json`` as written; raises :class:`EvalOutputError` naming the file if it is
-    missing or not JSON."""
+    missing, not JSON (e.g. truncated) or does not match its recorded checksum (:mod:`ifdistill.checksum`)."""
     file = Path(path) / RESULTS_FILE
     if not file.is_file():
         raise EvalOutputError(f"{file}: missing (an unfinished or failed evaluation?)")
     try:
-        return json.loads(file.read_text())
-    except json.JSONDecodeError as e:
+        payload = json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise EvalOutputError(f"{file}: invalid JSON ({e})") from None
+    try:
+        return checksum.verify(payload, file)
+    except checksum.ChecksumError as e:
+        raise EvalOutputError(str(e)) from None
 
 
 def iter_sample_rows(path: str | os.PathLike) -> Iterator[dict[str, Any]]:

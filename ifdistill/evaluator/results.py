@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
+from ifdistill.checksum import seal
 from ifdistill.evaluator.errors import OutputExistsError
 from ifdistill.evaluator.output import RESULTS_FILE, SAMPLES_FILE
 
@@ -102,7 +103,8 @@ def jsonable(obj: Any) -> Any:
 
 
 def dumps_results(results: dict[str, Any]) -> bytes:
-    return (json.dumps(jsonable(results), indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode()
+    """results.json's bytes, sealed with its checksum (:mod:`ifdistill.checksum`)."""
+    return (json.dumps(seal(jsonable(results)), indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode()
 
 
 def dumps_samples(rows: Sequence[dict[str, Any]]) -> bytes:

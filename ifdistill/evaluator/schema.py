@@ -80,9 +80,12 @@ RESULTS_SCHEMA: dict[str, Any] = {
             "prepare_s", "load_s", "generate_s", "score_s", "total_s", "generated_tokens_per_s")}),
         "created_at": {"type": "string"},
         "host": {"type": "string"},
+        # ifdistill.checksum over the rest (optional: results written before it existed lack it)
+        "checksum": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
     }),
 }
 RESULTS_SCHEMA["required"].remove("runtime")
+RESULTS_SCHEMA["required"].remove("checksum")
 
 
 class SchemaError(ValueError):

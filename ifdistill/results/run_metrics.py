@@ -27,7 +27,8 @@ e.g. "missing at end of training"); :func:`failure_history` numbers the attempts
 launches and marks the failures a later result of the same step superseded.
 
 Writes are atomic (temp file + ``os.replace``) under an advisory lock, so a back-fill running next to a
-training job cannot lose an entry.
+training job cannot lose an entry. Each write records ``checksum`` (:mod:`ifdistill.checksum`);
+:func:`read` refuses a file edited or truncated after it was written.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ifdistill import checksum
 from ifdistill.paths import write_json_atomic
 from ifdistill.rundir import METRICS_JSON as FILENAME
 
@@ -49,11 +51,23 @@ def empty(run_id: str = "", config_hash: str = "", **info: Any) -> dict:
             "checkpoints": {}, "failures": [], "train": {}, **info}
 
 
+class MetricsFileError(ValueError):
+    """A metrics.json that cannot be read (not JSON, truncated, or edited after writing); names the file."""
+
+
 def read(run_dir: str | os.PathLike) -> dict:
+    """The run's metrics.json (an empty one when there is none yet), verified against its checksum."""
     path = Path(run_dir) / FILENAME
     if not path.is_file():
         return empty()
-    return json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise MetricsFileError(f"{path}: invalid JSON, truncated or damaged ({e})") from None
+    try:
+        return checksum.verify(data, path)
+    except checksum.ChecksumError as e:
+        raise MetricsFileError(str(e)) from None
 
 
 @contextlib.contextmanager
@@ -69,8 +83,9 @@ def update(run_dir: str | os.PathLike, change: Callable[[dict], None]) -> dict:
     run_dir = Path(run_dir)
     with _locked(run_dir):
         data = read(run_dir)
+        data.pop(checksum.FIELD, None)
         change(data)
-        write_json_atomic(run_dir / FILENAME, data)
+        write_json_atomic(run_dir / FILENAME, checksum.seal(data, default=str))
     return data
 
 

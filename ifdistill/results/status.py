@@ -157,10 +157,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         runs = find_runs(args.paths)
-    except FileNotFoundError as err:
+        rows = [run_status(r) for r in runs]
+    except (FileNotFoundError, run_metrics.MetricsFileError) as err:
         print(f"ifdistill-status: {err}", file=sys.stderr)
         return 2
-    rows = [run_status(r) for r in runs]
     if args.json:
         for r in rows:
             print(json.dumps(r, sort_keys=True))

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ifdistill.evaluator import run as run_module
+from ifdistill import checksum
 from ifdistill.evaluator.cli import compose_config
 from ifdistill.evaluator.errors import (ChatTemplateError, EmptyDatasetError, EvaluatorError, ModelNotFoundError,
                                         OutputExistsError, PromptTooLongError)
@@ -27,6 +28,7 @@ def test_hf_evaluation_writes_valid_results(tmp_path):
     out = tmp_path / "evals" / "base"
     results = evaluate(compose_config(SMALL, output_dir=str(out)))
     on_disk, samples = read_results(out)
+    assert on_disk.pop("checksum") == checksum.digest(on_disk)  # recorded by the writer over the rest
     assert on_disk == json.loads(json.dumps(results, allow_nan=True).replace("NaN", "null"))
     validate(on_disk)
     for row in samples:

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ifdistill.evaluator.results import dumps_results
 from ifdistill.ifeval.stats import aggregate, per_instruction_type
 from ifdistill.results import run_metrics
 
@@ -91,9 +92,11 @@ def write_eval_dir(path: Path, rows: Sequence[Mapping[str, Any]], *, nested: boo
     older layout the reader still accepts)."""
     path.mkdir(parents=True, exist_ok=True)
     results = results_json(rows, output_dir=str(path), **results_kwargs)
-    if not nested:
+    if not nested:  # an older layout: written before results.json recorded its checksum
         results.update(results.pop("metrics"))
-    (path / "results.json").write_text(json.dumps(results, indent=2))
+        (path / "results.json").write_text(json.dumps(results, indent=2))
+    else:  # the evaluator's own bytes (with the checksum)
+        (path / "results.json").write_bytes(dumps_results(results))
     with open(path / "samples.jsonl", "w") as f:
         for r in rows:
             f.write(json.dumps(dict(r)) + "\n")
