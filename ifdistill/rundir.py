@@ -46,6 +46,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from ifdistill.config import ConfigError
 from ifdistill.paths import write_json_atomic, write_text_atomic
 
 HASH_IGNORE = (
@@ -119,6 +120,23 @@ class RunInfo:
     base_model: Optional[str] = None
 
 
+class RunDirError(ConfigError):
+    """A run directory that cannot take this launch (another config's run, ``run.resume`` refuses it);
+    the user's to fix, so it is one line and exit 2."""
+
+
+def changed_keys(before: Mapping[str, Any], after: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two hashed configs (added and removed keys included)."""
+    out = []
+    for key in sorted(set(before) | set(after), key=str):
+        a, b = before.get(key), after.get(key)
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            out += changed_keys(a, b, f"{prefix}{key}.")
+        elif a != b or (key in before) != (key in after):
+            out.append(f"{prefix}{key}")
+    return out
+
+
 class RunDir:
     """Paths inside one run directory (creating nothing until :meth:`create`)."""
 
@@ -172,13 +190,31 @@ class RunDir:
         self.create()
         meta = self.read_meta() or {"run_id": run_id, "config_hash": digest, "hash_ignore": list(ignore),
                                     "hashed_config": hashed_config(cfg, ignore), "launches": []}
-        if meta["config_hash"] != digest:
-            raise RuntimeError(f"{self.root} belongs to config_hash {meta['config_hash']}, not {digest}")
+        self.check_config(cfg, digest, ignore, meta)
         meta["launches"].append({"time": now_iso(), "resumed_from": resumed_from, "pid": os.getpid(),
                                  "host": socket.gethostname(), **{k: v for k, v in extra.items() if v is not None}})
         write_text_atomic(self.config_yaml, OmegaConf.to_yaml(_resolved_where_possible(cfg)))
         write_json_atomic(self.run_json, meta)
         return meta
+
+    def check_config(self, cfg: DictConfig, digest: str, ignore: Iterable[str],
+                     meta: Optional[dict[str, Any]] = None) -> None:
+        """Raise :class:`RunDirError` when this directory holds the run of another config, naming the
+        keys that changed (a run continues only with the config it started with)."""
+        meta = meta if meta is not None else self.read_meta()
+        if not meta or meta.get("config_hash") == digest:
+            return
+        changed = changed_keys(meta.get("hashed_config") or {}, hashed_config(cfg, ignore))
+        raise RunDirError(f"{self.run_json}: this run has config_hash {meta.get('config_hash')}, the config given "
+                          f"has {digest} (changed: {', '.join(changed[:8]) or 'the hashed keys'}); a run "
+                          "resumes only with its own config: drop run.dir to start a new run")
+
+    def mark_failed(self, reason: str) -> None:
+        """Record that this process's launch stopped on an input error (``ifdistill-status``: failed);
+        a launch of another process (a run this one was refused) is left as it is."""
+        launches = (self.read_meta() or {}).get("launches") or [{}]
+        if launches[-1].get("pid") == os.getpid() and launches[-1].get("host") == socket.gethostname():
+            self._update_launch(failed=now_iso(), failure=reason)
 
     def mark_finished(self, final_step: int) -> None:
         """Record that the current launch reached the end of training (``ifdistill-status`` reads it)."""

@@ -93,23 +93,54 @@ class LoadedSource:
     stats: SourceStats
 
 
+BOM = "\ufeff"  # a UTF-8 byte-order mark: spreadsheet exports and some editors start files with it
+
+
+def text_lines(path: Path) -> Iterator[tuple[int, str | UnicodeDecodeError]]:
+    """``(1-based line number, text)`` per line of a UTF-8 file, decoded line by line so that bytes
+    that are not UTF-8 are reported by line (an error in place of the text); a leading byte-order
+    mark is dropped."""
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                yield lineno, e
+                continue
+            yield lineno, (line.removeprefix(BOM) if lineno == 1 else line)
+
+
+def not_utf8(err: UnicodeDecodeError) -> str:
+    """What is wrong with a line that is not UTF-8 (``err`` from :func:`text_lines`), naming the byte
+    (0-based, within the line)."""
+    return f"not UTF-8 text (byte {err.start}: {err.object[err.start:err.start + 4]!r}...)"
+
+
 def _jsonl_rows(path: Path) -> Iterator[tuple[str, str, Any]]:
     """(row_id, location, row) per non-blank line; a malformed line yields a DataError as the row."""
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            loc = f"{path}:{lineno}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                row = DataError("malformed_json", f"not valid JSON ({e.msg} at column {e.colno})", location=loc)
-            yield str(lineno), loc, row
+    for lineno, line in text_lines(path):
+        loc = f"{path}:{lineno}"
+        if isinstance(line, UnicodeDecodeError):
+            yield str(lineno), loc, DataError("malformed_json", not_utf8(line), location=loc)
+            continue
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            row = DataError("malformed_json", f"not valid JSON ({e.msg} at column {e.colno})", location=loc)
+        yield str(lineno), loc, row
 
 
 def _json_rows(path: Path) -> Iterator[tuple[str, str, Any]]:
+    lines = []
+    for lineno, line in text_lines(path):  # a UTF-8 sequence never spans a newline: same text as a whole read
+        if isinstance(line, UnicodeDecodeError):
+            raise DataError("malformed_json", not_utf8(line), location=f"{path}:{lineno}")
+        lines.append(line)
+    text = "".join(lines)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(text)
     except json.JSONDecodeError as e:
         raise DataError("malformed_json", f"not valid JSON ({e.msg} at line {e.lineno})", location=str(path)) from None
     if isinstance(data, Mapping) and isinstance(data.get("data"), list):

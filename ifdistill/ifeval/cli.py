@@ -12,9 +12,9 @@ separators, one per line with ``"\\n"``, UTF-8, so repeated runs produce byte-id
 
 Errors: a bad row (bytes that are not UTF-8, unparsable JSON, missing field, unknown instruction id,
 kwargs that do not fit the instruction, non-string response) stops the run with a message naming the
-file, the 1-based line and the field, and exit status 1. With ``--skip-invalid`` such rows are left
+file, the 1-based line and the field, and exit status 2. With ``--skip-invalid`` such rows are left
 out, each is reported on stderr, and their number is printed. Blank lines are ignored (but keep their
-line numbers). Exit status 1 also when no row could be scored. OUT is replaced only by a complete
+line numbers). Exit status 2 also for a missing input file and when no row could be scored. OUT is replaced only by a complete
 result (written to a temp file, then renamed): after any error an existing OUT is left untouched.
 """
 
@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ifdistill.checking.instruction_base import InstructionError
+from ifdistill.data.sources import not_utf8, text_lines
 from ifdistill.ifeval.scoring import InvalidRowError, ScoredRows, score_numbered_rows
 from ifdistill.ifeval.stats import METRICS, aggregate
 from ifdistill.paths import atomic_write
@@ -35,22 +36,18 @@ from ifdistill.paths import atomic_write
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
     """``(line number, parsed row)``; a line that is not UTF-8 or not JSON yields an
-    ``InstructionError`` instead (lines are decoded one by one, so the error names the line)."""
-    with path.open("rb") as handle:
-        for line_no, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                yield line_no, InstructionError(
-                    "<utf-8>", f"not UTF-8 text (byte {exc.start}: {raw[exc.start:exc.start + 4]!r}...)"
-                )
-                continue
-            if not line.strip():
-                continue
-            try:
-                yield line_no, json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield line_no, InstructionError("<json>", f"not valid JSON: {exc}")
+    ``InstructionError`` instead (lines are decoded one by one, so the error names the line; a leading
+    byte-order mark is accepted: :func:`ifdistill.data.sources.text_lines`)."""
+    for line_no, line in text_lines(path):
+        if isinstance(line, UnicodeDecodeError):
+            yield line_no, InstructionError("<utf-8>", not_utf8(line))
+            continue
+        if not line.strip():
+            continue
+        try:
+            yield line_no, json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield line_no, InstructionError("<json>", f"not valid JSON: {exc}")
 
 
 def dump_row(row: dict[str, Any]) -> str:
@@ -98,14 +95,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if not args.input.exists():
         print(f"ifdistill-score: error: no such file: {args.input}", file=sys.stderr)
-        return 1
+        return 2
     try:
         result: ScoredRows = score_numbered_rows(
             read_jsonl(args.input), source=str(args.input), skip_invalid=args.skip_invalid
         )
     except InvalidRowError as exc:
         print(f"ifdistill-score: error: {exc}", file=sys.stderr)
-        return 1
+        return 2
     for skipped in result.skipped:
         print(f"ifdistill-score: skipped {skipped.message}", file=sys.stderr)
     if result.skipped:
@@ -113,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     if not result.rows:
         print(f"ifdistill-score: error: no valid rows to score in {args.input}; {args.output} not written",
               file=sys.stderr)
-        return 1
+        return 2
     try:
         write_jsonl(args.output, result.rows)
     except OSError as exc:

@@ -89,6 +89,8 @@ def run_status(run: Path) -> dict[str, Any]:
     launch = (meta.get("launches") or [{}])[-1]
     if launch.get("finished"):
         state = "finished"
+    elif launch.get("failed"):  # stopped on an input error (run.json's launch names it)
+        state = "failed"
     elif _alive(launch.get("pid"), launch.get("host")):
         state = "running"
     elif launch.get("stopped_at_step") is not None:

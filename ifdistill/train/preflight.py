@@ -14,6 +14,10 @@ first in :func:`ifdistill.train.run.train` (and so before the run directory is c
   source, and each local source file exists and its first :data:`SAMPLE_ROWS` rows load with the same
   loader training uses (:func:`ifdistill.data.sources.load_source`), so a malformed row is named by file,
   line and field; a file without rows is an error;
+- ``data.heldout`` leaves training examples in every local source (counted with the same loader);
+- an existing run directory takes this launch: it holds this config's run (:meth:`RunDir.check_config`
+  names the keys that changed), ``run.resume=never`` finds no run there and ``run.resume=required`` a
+  complete checkpoint;
 - the model: a hub id is in the local cache or reachable (:func:`ifdistill.models.check_model_available`).
 
 All problems found are reported together in one :class:`PreflightError` (one line, ``; ``-separated);
@@ -143,9 +147,12 @@ def check_data(data_node: Any, method: Any = None, model: Any = None) -> list[st
             if spec.max_examples is not None and spec.max_examples < 1:
                 problems.append(f"data.{role} {spec.name!r}: max_examples={spec.max_examples} must be >= 1")
                 continue
-            if not spec.path:
-                continue  # synthetic (generated here) or a hub dataset (loaded with the data)
-            limit = min(spec.max_examples or SAMPLE_ROWS, SAMPLE_ROWS)
+            if not spec.path:  # synthetic (generated here) or a hub dataset (loaded with the data)
+                if spec.synthetic and spec.max_examples is not None:
+                    problems += check_heldout(data.heldout, role, spec, spec.max_examples)
+                continue
+            # enough rows to see each source outlast data.heldout (the split build_train_dataset makes)
+            limit = min(spec.max_examples or SAMPLE_ROWS, max(SAMPLE_ROWS, data.heldout + 1))
             try:
                 loaded = load_source(dataclasses.replace(spec, max_examples=limit), tolerant=data.tolerant)
             except (OSError, ValueError) as err:  # FileNotFoundError, DataError (file:line, field), ...
@@ -156,7 +163,42 @@ def check_data(data_node: Any, method: Any = None, model: Any = None) -> list[st
             elif not loaded.examples and loaded.stats.rows_read < limit:
                 problems.append(f"data.{role} {spec.name!r}: none of the {loaded.stats.rows_read} rows of "
                                 f"{spec.path} is usable ({loaded.stats.to_dict()['rows_invalid'] or 'all unverified'})")
+            else:
+                # asked for more than heldout rows: fewer is the whole source (or its max_examples)
+                problems += check_heldout(data.heldout, role, spec, len(loaded.examples))
     return problems
+
+
+def check_heldout(heldout: int, role: str, spec: Any, examples: int) -> list[str]:
+    """``data.heldout`` leaves training examples in a source of (at most) ``examples`` usable rows."""
+    if heldout <= 0 or examples > heldout:
+        return []
+    return [f"data.heldout={heldout} leaves no training example in data.{role} {spec.name!r} "
+            f"({spec.path or spec.synthetic}: {examples} usable row{'s' if examples != 1 else ''}); "
+            "lower data.heldout or add rows"]
+
+
+def check_run_dir(cfg: DictConfig) -> list[str]:
+    """An existing run directory (``run.dir``, or the config hash's own) takes this launch: it holds this
+    config's run, ``run.resume=never`` meets no run there and ``run.resume=required`` a checkpoint."""
+    from ifdistill.train.run import hash_ignore, resolve_run_dir
+
+    try:
+        rd, rid, digest = resolve_run_dir(cfg)
+        rd.check_config(cfg, digest, hash_ignore(cfg))
+    except ConfigError as err:
+        return [str(err)]
+    except Exception:  # noqa: BLE001 - a config that cannot resolve is named by the other checks
+        return []
+    resume = str(cfg.run.get("resume"))
+    if resume == "never" and rd.is_run():
+        return [f"run {rid} already exists at {rd.root} and run.resume=never"]
+    if resume == "required":
+        from ifdistill.train.checkpointing import find_resume_checkpoint
+
+        if find_resume_checkpoint(rd.checkpoints, set_aside=False) is None:
+            return [f"run.resume=required but {rd.checkpoints} holds no complete checkpoint"]
+    return []
 
 
 def check_extra_evals(cfg: DictConfig) -> list[str]:
@@ -186,6 +228,8 @@ def preflight(cfg: DictConfig, *, check_model: bool = True) -> None:
         problems.append(f"unknown top-level key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}")
     problems += check_ranges(cfg)
     problems += check_data(cfg.get("data"), cfg.get("method"), cfg.get("model"))
+    if not problems:
+        problems += check_run_dir(cfg)
     if not problems:  # importing the targets (Lightning, the module classes) takes seconds: only now
         for name in TARGETS:
             problems += check_target_keys(cfg.get(name), name)

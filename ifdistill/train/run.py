@@ -35,7 +35,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from ifdistill.models import resolve_model_path
 from ifdistill.train import schemas  # noqa: F401  (registers the schemas preflight validates)
-from ifdistill.rundir import HASH_IGNORE, RunDir, RunInfo, config_hash, hashed_config, run_id
+from ifdistill.config import ConfigError
+from ifdistill.data.records import DataError
+from ifdistill.rundir import HASH_IGNORE, RunDir, RunDirError, RunInfo, config_hash, hashed_config, run_id
 from ifdistill.train.run_lock import RunLock
 
 log = logging.getLogger(__name__)
@@ -172,6 +174,10 @@ def train(cfg: DictConfig, *, checked: bool = False) -> dict[str, Any]:
         lock.acquire()
     try:
         return _train_locked(cfg, rd, rid, digest, lock)
+    except (ConfigError, DataError) as err:  # an input found bad after the launch was recorded
+        if lock is not None:
+            rd.mark_failed(" ".join(str(err).split()))
+        raise
     finally:
         if lock is not None:
             lock.release()
@@ -191,9 +197,9 @@ def _train_locked(cfg: DictConfig, rd: RunDir, rid: str, digest: str, lock: Opti
     # the lock holder sets incomplete or unreadable checkpoints aside before choosing one
     ckpt = find_resume_checkpoint(rd.checkpoints, set_aside=lock is not None)
     if resume == "never" and (ckpt is not None or rd.run_json.exists()):
-        raise FileExistsError(f"run {rid} already exists at {rd.root} and run.resume=never")
+        raise RunDirError(f"run {rid} already exists at {rd.root} and run.resume=never")
     if resume == "required" and ckpt is None:
-        raise FileNotFoundError(f"run.resume=required but {rd.checkpoints} holds no complete checkpoint")
+        raise RunDirError(f"run.resume=required but {rd.checkpoints} holds no complete checkpoint")
     if lock is not None:
         rd.write_launch(cfg, run_id=rid, digest=digest, ignore=hash_ignore(cfg),
                         resumed_from=str(ckpt) if ckpt else None, took_over_lock=lock.took_over)

@@ -27,6 +27,6 @@ def test_bad_ifbench_kwarg_names_line_and_field(tmp_path, capsys):
     src = tmp_path / "in.jsonl"
     src.write_text("\n" + json.dumps({"prompt": "p", "instruction_id_list": ["count:words_japanese"],
                                       "kwargs": [{"N": 0}], "response": "x"}) + "\n")
-    assert main([str(src), "-o", str(tmp_path / "out.jsonl")]) == 1
+    assert main([str(src), "-o", str(tmp_path / "out.jsonl")]) == 2
     err = capsys.readouterr().err
     assert f"{src}:2: field 'kwargs[0].N'" in err and not (tmp_path / "out.jsonl").exists()

@@ -116,12 +116,12 @@ def test_skip_invalid_skips_reports_and_counts(tmp_path, capsys):
 def test_unparsable_line_without_skip_is_an_error(tmp_path, capsys):
     src = tmp_path / "in.jsonl"
     src.write_text(json.dumps(ROWS[0]) + "\n[1,\n", encoding="utf-8")
-    assert cli.main([str(src), "-o", str(tmp_path / "o.jsonl")]) == 1
+    assert cli.main([str(src), "-o", str(tmp_path / "o.jsonl")]) == 2
     assert f"{src}:2: field '<json>'" in capsys.readouterr().err
 
 
 def test_missing_input_file(tmp_path, capsys):
-    assert cli.main([str(tmp_path / "nope.jsonl"), "-o", str(tmp_path / "o.jsonl")]) == 1
+    assert cli.main([str(tmp_path / "nope.jsonl"), "-o", str(tmp_path / "o.jsonl")]) == 2
     assert "no such file" in capsys.readouterr().err
 
 
@@ -140,7 +140,7 @@ def test_a_failed_run_leaves_an_existing_output_intact(tmp_path, content):
     out.write_text("precious\n")
     skip = ["--skip-invalid"] if content.startswith(b"{") else []
     proc = run_cli(str(src), "-o", str(out), *skip)
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr
     assert out.read_text() == "precious\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["existing.jsonl", "in.jsonl"]  # no temp file left
 
@@ -150,6 +150,6 @@ def test_undecodable_input_is_an_error_naming_file_and_line(tmp_path):
     src.write_bytes((json.dumps(ROWS[0]) + "\n").encode() + bytes(range(128, 256)) + b"\n")
     out = tmp_path / "o.jsonl"
     proc = run_cli(str(src), "-o", str(out))
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert f"{src}:2: field '<utf-8>': not UTF-8 text (byte 0" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and not out.exists()

@@ -70,7 +70,7 @@ def test_several_problems_are_reported_together():
 
 
 def _local_source(path: Path) -> list[str]:
-    return ["data.sources.0.synthetic=null", f"+data.sources.0.path={path}"]
+    return ["data.sources.0.synthetic=null", f"+data.sources.0.path={path}", "data.heldout=0"]
 
 
 def test_data_files_are_checked_by_the_loader_training_uses(tmp_path):

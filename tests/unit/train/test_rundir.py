@@ -8,7 +8,7 @@ import os
 import pytest
 from omegaconf import OmegaConf
 
-from ifdistill.rundir import HASH_IGNORE, RunDir, config_hash, hashed_config, run_id
+from ifdistill.rundir import HASH_IGNORE, RunDir, RunDirError, config_hash, hashed_config, run_id
 
 BASE = {
     "seed": 42, "task_name": "train",
@@ -67,8 +67,9 @@ def test_run_dir_layout_and_launch_record(tmp_path):
     assert "optim" in saved["hashed_config"]
     rd.write_launch(c, run_id=meta["run_id"], digest=h, ignore=HASH_IGNORE, resumed_from="step=000002.ckpt")
     assert [x["resumed_from"] for x in rd.read_meta()["launches"]] == [None, "step=000002.ckpt"]
-    with pytest.raises(RuntimeError, match="belongs to config_hash"):
+    with pytest.raises(RunDirError, match=f"this run has config_hash {h}, the config given has 0000"):
         rd.write_launch(c, run_id="x", digest="0" * 64, ignore=HASH_IGNORE, resumed_from=None)
+    assert len(rd.read_meta()["launches"]) == 2  # the refused launch is not recorded
 
 
 HOLD = r"""
