@@ -7,8 +7,12 @@
    on the synthetic eval split (training pinned to one core, vLLM to the other);
 2. ``ifdistill-eval`` on the final export afterwards, with the run's own eval config (the post-training
    row: it must equal the in-training evaluation of the same step);
-3. a table step -> IFEval prompt/instruction strict/loose, the W&B offline run's path, and PNG curves
-   (``ifdistill-report``).
+3. the run directory, the W&B offline run's path and PNG curves (``ifdistill-report``), then a table
+   step -> IFEval prompt/instruction strict/loose and the line saying whether the in-training and the
+   post-training evaluation share their ``eval_config_hash``: the last lines on the console.
+
+The console shows ifdistill's lines only; the libraries' INFO output and warnings (training's, and the
+post-training evaluator's vLLM engine) go to ``<run>/logs/console.log`` (``--verbose``: shown as well).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from ifdistill.console import LOG_FILE
 from ifdistill.evaluator.launch import REQUEST_DIR, REQUEST_NAME
 from ifdistill.evaluator.output import METRICS, read_results_json
 from ifdistill.paths import REPO_ROOT
@@ -28,11 +33,19 @@ from ifdistill.results import run_metrics
 from ifdistill.rundir import RunDir
 
 
-def _run(argv: list[str], env: dict[str, str], what: str) -> None:
+def _run(argv: list[str], env: dict[str, str], what: str, log: Path | None = None) -> None:
+    """Run one command as a user types it; ``log``: its output is appended there instead of the console."""
     print(f"\n$ {shlex.join(argv)}", flush=True)
     t0 = time.perf_counter()
-    subprocess.run(argv, env=env, check=True)
-    print(f"[demo] {what}: {time.perf_counter() - t0:.0f}s", flush=True)
+    if log is None:
+        subprocess.run(argv, env=env, check=True)
+    else:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as out:
+            code = subprocess.run(argv, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+        if code:
+            sys.exit(f"[demo] {what} failed (exit {code}); its output is in {log}")
+    print(f"[demo] {what}: {time.perf_counter() - t0:.0f}s" + (f" (output in {log})" if log else ""), flush=True)
 
 
 def _row(label: str, metrics: dict) -> str:
@@ -47,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--engine", choices=("persistent", "process"), default="persistent",
                     help="in-training evaluator: one ifdistill-eval serve for the run, or a process per checkpoint")
     ap.add_argument("--out", default=str(REPO_ROOT / "outputs" / "demo"), help="output root")
+    ap.add_argument("--verbose", action="store_true",
+                    help="the libraries' INFO output and warnings on the console too (else in <run>/logs/console.log)")
     ap.add_argument("overrides", nargs="*", help="extra ifdistill-train overrides")
     args = ap.parse_args(argv)
 
@@ -66,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"callbacks.checkpoint_eval.every_n_steps={args.eval_every}",
                         f"callbacks.checkpoint_eval.engine={args.engine}",
                         *(["+callbacks.checkpoint_eval.devices.cpu_threads_bind='1'"] if two_cores else []),
-                        *args.overrides]
+                        *(["run.verbose=true"] if args.verbose else []), *args.overrides]
     _run(train_argv, env, "training with in-training evaluations")
 
     runs = sorted((out / "train" / "runs").glob("demo-*"), key=lambda p: p.stat().st_mtime)
@@ -80,9 +95,20 @@ def main(argv: list[str] | None = None) -> int:
     eval_argv = [str(bin_dir / "ifdistill-eval"), f"--config-dir={request}", f"eval={REQUEST_NAME}",
                  f"model={REQUEST_NAME}", f"export_dir={run.export_dir(steps[-1])}", f"output_dir={post_dir}",
                  f"hydra.run.dir={post_dir}", "overwrite=true"]
-    _run(eval_argv, {k: v for k, v in env.items() if k != "OMP_NUM_THREADS"}, "post-training evaluation")
+    _run(eval_argv, {k: v for k, v in env.items() if k != "OMP_NUM_THREADS"}, "post-training evaluation",
+         log=None if args.verbose else run.logs / LOG_FILE)
     post = read_results_json(post_dir)
 
+    from ifdistill.results.cli import write_report
+
+    report = write_report([run_dir], run.report)
+    wandb_runs = sorted(run.logs.rglob("offline-run-*"))
+    print(f"\nrun directory:   {run_dir}")
+    print(f"W&B offline run: {wandb_runs[-1] if wandb_runs else '(none)'}  (wandb sync to upload)")
+    plots = [f for f in report["files"] if str(f).endswith(".png")]
+    print(f"plots:           {run.report} ({', '.join(f.name for f in plots)})")
+    print(f"total: {time.perf_counter() - started:.0f}s")
+    # the table and the identity line close the demo's output
     print("\nIFEval on the synthetic eval split (%), in training and after it:\n")
     print("| step | prompt strict | inst strict | prompt loose | inst loose |")
     print("|---|---|---|---|---|")
@@ -90,18 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         print(_row(str(s), metrics["checkpoints"][str(s)]["metrics"]))
     print(_row(f"{steps[-1]} (ifdistill-eval, after training)", post["metrics"]))
     same = post.get("eval_config_hash") == metrics["checkpoints"][str(steps[-1])]["eval_config_hash"]
-    print(f"\neval_config_hash identical in training and after: {same}")
-
-    from ifdistill.results.cli import write_report
-
-    report = write_report([run_dir], run.report)
-    wandb_runs = sorted(run.logs.rglob("offline-run-*"))
-    print(f"run directory:   {run_dir}")
-    print(f"W&B offline run: {wandb_runs[-1] if wandb_runs else '(none)'}  (wandb sync to upload)")
-    for f in report["files"]:
-        if str(f).endswith(".png"):
-            print(f"plot:            {f}")
-    print(f"total: {time.perf_counter() - started:.0f}s")
+    print(f"eval_config_hash identical in training and after: {same}")
     return 0
 
 

@@ -1,6 +1,7 @@
 """What a person watching a training run sees: a progress bar on a terminal, plain lines in a log.
 
-On a terminal (``trainer.enable_progress_bar: auto`` and stdout a TTY) Lightning's bar shows progress.
+On a terminal (``trainer.enable_progress_bar: auto`` and stdout a TTY) Lightning's bar shows progress,
+counted in optimizer steps (:class:`StepProgressBar`).
 Elsewhere -- a SLURM log, ``nohup``, a pipe -- a bar is unreadable, so :class:`ProgressLog` prints one
 line every ``trainer.log_every_n_steps`` optimizer steps (and at the last)::
 
@@ -27,6 +28,7 @@ import time
 from typing import Any, Optional
 
 from lightning.pytorch import Callback
+from lightning.pytorch.callbacks import TQDMProgressBar
 
 LOSS_KEYS = ("train/loss", "train_loss", "loss")
 
@@ -43,6 +45,30 @@ def single_log_output() -> None:
             if type(handler) is logging.StreamHandler:  # console handlers (a FileHandler is a subclass)
                 lg.removeHandler(handler)
         lg.propagate = True
+
+
+class StepProgressBar(TQDMProgressBar):
+    """Lightning's bar, counted in the run's optimizer steps ("train steps 40/150", with its ETA) instead
+    of the batches of an epoch: ifdistill trains for ``trainer.max_steps`` on an endless sampler, where an
+    epoch counter means nothing."""
+
+    def on_train_epoch_start(self, trainer, *args: Any) -> None:
+        super().on_train_epoch_start(trainer, *args)
+        bar = self.train_progress_bar
+        bar.reset(total=int(trainer.max_steps))
+        bar.initial = bar.n = int(trainer.global_step)  # a resumed run starts where it stopped
+        bar.set_description("train steps")
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        bar = self.train_progress_bar
+        if bar is not None and not bar.disable and bar.n != trainer.global_step:
+            bar.n = int(trainer.global_step)
+            shown = {k: v for k, v in self.get_metrics(trainer, pl_module).items() if k != "v_num"}
+            loss = next((trainer.callback_metrics[k] for k in LOSS_KEYS if k in trainer.callback_metrics), None)
+            if loss is not None:
+                shown["loss"] = f"{float(loss):.4f}"
+            bar.set_postfix(shown, refresh=False)
+            bar.refresh()
 
 
 def want_progress_bar(setting: Any) -> bool:

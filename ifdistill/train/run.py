@@ -111,16 +111,18 @@ def _callbacks(cfg: DictConfig, run: RunInfo, *, progress_bar: bool) -> list:
     from ifdistill.train.checkpointing import StepCheckpoint
     from ifdistill.train.preemption import RequeueOnSignal
 
-    from ifdistill.train.progress import ProgressLog
+    from ifdistill.train.progress import ProgressLog, StepProgressBar
 
     checkpoint = StepCheckpoint(run.dir.checkpoints, every_n_steps=cfg.run.checkpoint_every_n_steps,
                                 keep_last=cfg.run.keep_last_checkpoints)
     callbacks = [checkpoint, RequeueOnSignal(checkpoint)]
-    if not progress_bar:  # a log, not a terminal: plain progress lines instead of a bar
+    if progress_bar:
+        callbacks.append(StepProgressBar())
+    else:  # a log, not a terminal: plain progress lines instead of a bar
         callbacks.append(ProgressLog(int(cfg.trainer.get("log_every_n_steps", 10))))
     for name, node in (cfg.get("callbacks") or {}).items():
         if OmegaConf.is_dict(node) and node.get("_target_"):
-            log.info("callback %s: %s", name, node._target_)
+            log.debug("callback %s: %s", name, node._target_)
             takes_run = "run" in inspect.signature(get_class(str(node._target_))).parameters
             callbacks.append(instantiate(node, **({"run": run} if takes_run else {})))
     return callbacks
@@ -161,6 +163,7 @@ def train(cfg: DictConfig, *, checked: bool = False) -> dict[str, Any]:
     """Train as configured; returns run id, hash, run dir, final step and the last logged metrics.
 
     ``checked``: :func:`~ifdistill.train.preflight.preflight` already passed (the CLI runs it first)."""
+    from ifdistill.console import quiet_console
     from ifdistill.train.preflight import preflight
     from ifdistill.train.progress import single_log_output
 
@@ -169,6 +172,8 @@ def train(cfg: DictConfig, *, checked: bool = False) -> dict[str, Any]:
         preflight(cfg)  # every plain-data mistake, before any model, Trainer or run directory exists
     single_log_output()
     rd, rid, digest = resolve_run_dir(cfg)
+    quiet_console(rd.logs, verbose=bool(cfg.run.get("verbose", False)),
+                  wandb=str(OmegaConf.select(cfg, "logger._target_") or "").endswith("WandbLogger"))
     lock = RunLock(rd.lock_file) if _global_rank() == 0 else None  # other ranks run under rank 0's lock
     if lock is not None:
         lock.acquire()

@@ -24,6 +24,7 @@ class RunSchema:
     checkpoint_every_n_steps: int = 200
     keep_last_checkpoints: int = 3
     hash_ignore: Optional[list[str]] = None  # null: ifdistill.rundir.HASH_IGNORE
+    verbose: bool = False  # libraries' INFO output and warnings on the console too (always in logs/console.log)
 
 
 @dataclass
