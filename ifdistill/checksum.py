@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import os
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 FIELD = "checksum"
@@ -43,6 +44,19 @@ def seal(payload: Mapping[str, Any], default: Callable[[Any], Any] | None = None
     (``default`` converts values JSON cannot hold, as the writer's ``json.dumps`` does)."""
     as_read = json.loads(json.dumps({k: v for k, v in payload.items() if k != FIELD}, default=default))
     return {**as_read, FIELD: digest(as_read)}
+
+
+def read_verified(file: str | os.PathLike, error: type[ValueError]) -> Any:
+    """``file`` parsed and verified (:func:`verify`); raises ``error`` naming the file when it is not
+    JSON (truncated, damaged) or does not match its checksum."""
+    try:
+        payload = json.loads(Path(file).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise error(f"{file}: invalid JSON, truncated or damaged ({e})") from None
+    try:
+        return verify(payload, file)
+    except ChecksumError as e:
+        raise error(str(e)) from None
 
 
 def verify(payload: Any, file: str | os.PathLike) -> Any:

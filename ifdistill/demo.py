@@ -35,7 +35,7 @@ from ifdistill.rundir import RunDir
 
 def _run(argv: list[str], env: dict[str, str], what: str, log: Path | None = None) -> None:
     """Run one command as a user types it; ``log``: its output is appended there instead of the console."""
-    print(f"\n$ {shlex.join(argv)}", flush=True)
+    print(f"$ {shlex.join(argv)}", flush=True)
     t0 = time.perf_counter()
     if log is None:
         subprocess.run(argv, env=env, check=True)
@@ -103,13 +103,13 @@ def main(argv: list[str] | None = None) -> int:
 
     report = write_report([run_dir], run.report)
     wandb_runs = sorted(run.logs.rglob("offline-run-*"))
-    print(f"\nrun directory:   {run_dir}")
+    print(f"run directory:   {run_dir}")
     print(f"W&B offline run: {wandb_runs[-1] if wandb_runs else '(none)'}  (wandb sync to upload)")
     plots = [f for f in report["files"] if str(f).endswith(".png")]
     print(f"plots:           {run.report} ({', '.join(f.name for f in plots)})")
-    print(f"total: {time.perf_counter() - started:.0f}s")
-    # the table and the identity line close the demo's output
-    print("\nIFEval on the synthetic eval split (%), in training and after it:\n")
+    # the table and the identity line close the demo's output (one screen in all: tests/integration/train/test_demo.py)
+    print(f"\nIFEval on the synthetic eval split (%), in training and after it (demo total "
+          f"{time.perf_counter() - started:.0f}s):")
     print("| step | prompt strict | inst strict | prompt loose | inst loose |")
     print("|---|---|---|---|---|")
     for s in steps:

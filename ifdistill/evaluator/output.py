@@ -171,14 +171,7 @@ def read_results_json(path: str | os.PathLike) -> dict[str, Any]:
     file = Path(path) / RESULTS_FILE
     if not file.is_file():
         raise EvalOutputError(f"{file}: missing (an unfinished or failed evaluation?)")
-    try:
-        payload = json.loads(file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise EvalOutputError(f"{file}: invalid JSON ({e})") from None
-    try:
-        return checksum.verify(payload, file)
-    except checksum.ChecksumError as e:
-        raise EvalOutputError(str(e)) from None
+    return checksum.read_verified(file, EvalOutputError)
 
 
 def iter_sample_rows(path: str | os.PathLike) -> Iterator[dict[str, Any]]:

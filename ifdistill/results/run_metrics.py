@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import time
 from pathlib import Path
@@ -60,14 +59,7 @@ def read(run_dir: str | os.PathLike) -> dict:
     path = Path(run_dir) / FILENAME
     if not path.is_file():
         return empty()
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise MetricsFileError(f"{path}: invalid JSON, truncated or damaged ({e})") from None
-    try:
-        return checksum.verify(data, path)
-    except checksum.ChecksumError as e:
-        raise MetricsFileError(str(e)) from None
+    return checksum.read_verified(path, MetricsFileError)
 
 
 @contextlib.contextmanager

@@ -15,9 +15,6 @@ first in :func:`ifdistill.train.run.train` (and so before the run directory is c
   loader training uses (:func:`ifdistill.data.sources.load_source`), so a malformed row is named by file,
   line and field; a file without rows is an error;
 - ``data.heldout`` leaves training examples in every local source (counted with the same loader);
-- an existing run directory takes this launch: it holds this config's run (:meth:`RunDir.check_config`
-  names the keys that changed), ``run.resume=never`` finds no run there and ``run.resume=required`` a
-  complete checkpoint;
 - the model: a hub id is in the local cache or reachable (:func:`ifdistill.models.check_model_available`).
 
 All problems found are reported together in one :class:`PreflightError` (one line, ``; ``-separated);
@@ -178,29 +175,6 @@ def check_heldout(heldout: int, role: str, spec: Any, examples: int) -> list[str
             "lower data.heldout or add rows"]
 
 
-def check_run_dir(cfg: DictConfig) -> list[str]:
-    """An existing run directory (``run.dir``, or the config hash's own) takes this launch: it holds this
-    config's run, ``run.resume=never`` meets no run there and ``run.resume=required`` a checkpoint."""
-    from ifdistill.train.run import hash_ignore, resolve_run_dir
-
-    try:
-        rd, rid, digest = resolve_run_dir(cfg)
-        rd.check_config(cfg, digest, hash_ignore(cfg))
-    except ConfigError as err:
-        return [str(err)]
-    except Exception:  # noqa: BLE001 - a config that cannot resolve is named by the other checks
-        return []
-    resume = str(cfg.run.get("resume"))
-    if resume == "never" and rd.is_run():
-        return [f"run {rid} already exists at {rd.root} and run.resume=never"]
-    if resume == "required":
-        from ifdistill.train.checkpointing import find_resume_checkpoint
-
-        if find_resume_checkpoint(rd.checkpoints, set_aside=False) is None:
-            return [f"run.resume=required but {rd.checkpoints} holds no complete checkpoint"]
-    return []
-
-
 def check_extra_evals(cfg: DictConfig) -> list[str]:
     """Each extra benchmark of the checkpoint-eval callback (``callbacks.checkpoint_eval.evals.<name>``)
     is a valid eval section, as ``validate`` checks the run's own ``eval``: a mistake there would
@@ -228,8 +202,6 @@ def preflight(cfg: DictConfig, *, check_model: bool = True) -> None:
         problems.append(f"unknown top-level key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}")
     problems += check_ranges(cfg)
     problems += check_data(cfg.get("data"), cfg.get("method"), cfg.get("model"))
-    if not problems:
-        problems += check_run_dir(cfg)
     if not problems:  # importing the targets (Lightning, the module classes) takes seconds: only now
         for name in TARGETS:
             problems += check_target_keys(cfg.get(name), name)

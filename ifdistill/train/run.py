@@ -3,8 +3,8 @@
 Kept apart from ``@hydra.main`` (``ifdistill/train/cli.py``) so that tests and scripts call it with a
 composed config. Order matters:
 
-1. check everything that shows without a model (:mod:`ifdistill.train.preflight`), so a typo fails in
-   seconds and leaves no run directory behind;
+1. check everything that shows without a model (:mod:`ifdistill.train.preflight`, then
+   :func:`check_run_dir`), so a typo fails in seconds and leaves no run directory behind;
 2. derive the run directory from the config hash, take its lock (:class:`~ifdistill.train.run_lock.RunLock`:
    a second launch on a live run is refused, naming the holder), and look for a checkpoint to resume from
    (``run.resume``: ``auto`` resumes when one exists, ``never`` refuses an existing run, ``required``
@@ -86,6 +86,22 @@ def refuse_if_running(cfg: DictConfig) -> None:
     except Exception:  # noqa: BLE001 - a config that cannot resolve: preflight names the problem
         return
     RunLock(rd.lock_file).check()
+
+
+def check_run_dir(cfg: DictConfig) -> None:
+    """Raise :class:`~ifdistill.rundir.RunDirError` when the run directory cannot take this launch (after
+    preflight, before anything is written): it holds another config's run (the error names the keys
+    that changed), ``run.resume=never`` meets a run there, or ``run.resume=required`` no checkpoint."""
+    rd, rid, digest = resolve_run_dir(cfg)
+    rd.check_config(cfg, digest, hash_ignore(cfg))
+    resume = str(cfg.run.resume)
+    if resume == "never" and rd.is_run():
+        raise RunDirError(f"run {rid} already exists at {rd.root} and run.resume=never")
+    if resume == "required":
+        from ifdistill.train.checkpointing import find_resume_checkpoint
+
+        if find_resume_checkpoint(rd.checkpoints) is None:
+            raise RunDirError(f"run.resume=required but {rd.checkpoints} holds no complete checkpoint")
 
 
 def build_loggers(cfg: DictConfig, rd: RunDir, rid: str) -> list:
@@ -170,6 +186,8 @@ def train(cfg: DictConfig, *, checked: bool = False) -> dict[str, Any]:
     if not checked:
         refuse_if_running(cfg)
         preflight(cfg)  # every plain-data mistake, before any model, Trainer or run directory exists
+    if _global_rank() == 0:
+        check_run_dir(cfg)
     single_log_output()
     rd, rid, digest = resolve_run_dir(cfg)
     quiet_console(rd.logs, verbose=bool(cfg.run.get("verbose", False)),
@@ -198,13 +216,9 @@ def _train_locked(cfg: DictConfig, rd: RunDir, rid: str, digest: str, lock: Opti
     from ifdistill.sweeps import swept_values
 
     data = resolve_data(cfg)  # checked by preflight; resolved once for the datamodule
-    resume = str(cfg.run.resume)
     # the lock holder sets incomplete or unreadable checkpoints aside before choosing one
+    # (run.resume was checked by check_run_dir)
     ckpt = find_resume_checkpoint(rd.checkpoints, set_aside=lock is not None)
-    if resume == "never" and (ckpt is not None or rd.run_json.exists()):
-        raise RunDirError(f"run {rid} already exists at {rd.root} and run.resume=never")
-    if resume == "required" and ckpt is None:
-        raise RunDirError(f"run.resume=required but {rd.checkpoints} holds no complete checkpoint")
     if lock is not None:
         rd.write_launch(cfg, run_id=rid, digest=digest, ignore=hash_ignore(cfg),
                         resumed_from=str(ckpt) if ckpt else None, took_over_lock=lock.took_over)

@@ -1,11 +1,17 @@
 """`experiment=demo` end to end (shortened): held-out cross-entropy falls, the run directory has its
 layout, and calling train() again with the same config finds the finished run instead of retraining.
 
-The full preset (150 steps) is timed by hand and reported; here 20 steps show the mechanics."""
+The full preset (150 steps) is timed by hand and reported; here 20 steps show the mechanics. The demo's
+console contract (``make demo``: ifdistill's lines only, one screen, the table last) is checked on a
+shortened ``ifdistill.demo`` run."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -65,3 +71,43 @@ def test_distillation_with_replay_through_the_cli_config(tmp_path):
     manifest = json.loads((Path(out["run_dir"]) / "data" / "manifest.json").read_text())
     assert manifest["icl"]["k"] == 2 and manifest["icl"]["demos"] == "shared"
     assert "icl_k" not in manifest["config"]  # method.k is the one source
+
+
+# Every line the demo's console may show: ifdistill's own (commands, progress, evaluations, the table).
+OWN_LINE = re.compile("|".join([
+    r"", r"\$ .*", r"\[demo\] .*", r"\[train\] step \d+/\d+ .*", r"\[checkpoint-eval\] step \d+: .*",
+    r"\[persistent-eval\] .*", r"\[[\d-]+ [\d:,]+\]\[ifdistill\.[\w.]+\]\[\w+\] - .*", r'\{"run_id": .*\}',
+    r"run directory: .*", r"W&B offline run: .*", r"plots: .*",
+    r"IFEval on the synthetic eval split .*", r"\|.*\|", r"eval_config_hash identical in training and after: \w+",
+]))
+FULL_DEMO = {"steps": 150, "eval_every": 50, "log_every": 10}  # make demo's defaults (ifdistill/demo.py, conf/experiment/demo.yaml)
+
+
+def test_demo_console_is_ifdistills_lines_and_ends_with_the_table(tmp_path):
+    """``make demo``'s console contract on a shortened demo (20 steps, evaluations at 10 and 20): every
+    line is ifdistill's, the last are the table and the identity line, and the count scaled to the full
+    demo (its progress lines and evaluations) is at most 40 -- one screen."""
+    steps, every = 20, 10
+    proc = subprocess.run([sys.executable, "-m", "ifdistill.demo", f"--steps={steps}", f"--eval-every={every}",
+                           "--max-new-tokens=16", f"--out={tmp_path}"], cwd=CONF.parent, capture_output=True,
+                          text=True, timeout=1200, env={**os.environ, "PYTHONPATH": str(CONF.parent)})
+    lines = (proc.stdout + proc.stderr).rstrip("\n").splitlines()
+    assert proc.returncode == 0, "\n".join(lines[-40:])
+    assert not proc.stderr.strip(), proc.stderr[-3000:]  # all of it on stdout, in order
+    foreign = [ln for ln in lines if not OWN_LINE.fullmatch(ln)]
+    assert not foreign, foreign
+    evals = steps // every
+    assert lines[-1] == "eval_config_hash identical in training and after: True"
+    table = lines[-(evals + 4):-1]  # header, rule, one row per evaluation, the post-training row
+    assert table[0] == "| step | prompt strict | inst strict | prompt loose | inst loose |" and table[1] == "|---|---|---|---|---|"
+    assert [row.split(" | ")[0] for row in table[2:]] == [f"| {s}" for s in range(every, steps + 1, every)] + \
+        [f"| {steps} (ifdistill-eval, after training)"]
+    progress = sum(ln.startswith("[train] step") for ln in lines)
+    assert progress == steps // FULL_DEMO["log_every"]  # demo preset: a line every 10 steps
+    # the full demo: its progress lines, and one evaluation line and table row per evaluation more
+    full_evals = FULL_DEMO["steps"] // FULL_DEMO["eval_every"]
+    full = len(lines) - progress + FULL_DEMO["steps"] // FULL_DEMO["log_every"] + 2 * (full_evals - evals)
+    print(f"\ndemo console: {len(lines)} lines here, {full} for the full demo")
+    assert full <= 40, "\n".join(lines)
+    log = next((tmp_path / "train" / "runs").glob("demo-*")) / "logs" / "console.log"
+    assert "vllm" in log.read_text() and "lightning" in log.read_text()  # the libraries' lines went here
