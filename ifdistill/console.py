@@ -54,7 +54,13 @@ class ToRoot(logging.Filter):
 
 
 def _console_handlers(logger: logging.Logger) -> list[logging.Handler]:
-    return [h for h in logger.handlers if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)]
+    """The handlers that print to the terminal (not a file, not a test's capture buffer)."""
+    streams = (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)
+    return [h for h in logger.handlers if type(h) is logging.StreamHandler and h.stream in streams]
+
+
+class _RunLog(logging.FileHandler):
+    """The handler writing a run's console.log (one at a time: a sweep trains its runs in one process)."""
 
 
 def _adopt(name: str) -> None:
@@ -87,28 +93,29 @@ def _quiet_wandb() -> None:
 def quiet_console(log_dir: str | os.PathLike, *, verbose: bool = False, wandb: bool = False) -> Path:
     """Send every library's INFO output and warnings to ``<log_dir>/console.log``; the console keeps
     ifdistill's lines (all of it with ``verbose``). Idempotent; returns the log file's path."""
-    path = Path(log_dir) / LOG_FILE
+    path = (Path(log_dir) / LOG_FILE).absolute()
     path.parent.mkdir(parents=True, exist_ok=True)
     root = logging.getLogger()
-    if not any(isinstance(h, logging.FileHandler) and Path(h.baseFilename) == path.absolute() for h in root.handlers):
-        handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+    for handler in [h for h in root.handlers if isinstance(h, _RunLog)]:
+        if Path(handler.baseFilename) != path:  # the previous run's (a sweep, or tests training in turn)
+            root.removeHandler(handler)
+            handler.close()
+    if not any(isinstance(h, _RunLog) for h in root.handlers):
+        handler = _RunLog(path, mode="a", encoding="utf-8")
         handler.setLevel(logging.INFO)
         handler.setFormatter(logging.Formatter(FORMAT))
         root.addHandler(handler)
     if root.level == logging.NOTSET or root.level > logging.INFO:
         root.setLevel(logging.INFO)
-    if not _console_handlers(root):  # a plain script without a logging config: ifdistill's lines still show
-        console = logging.StreamHandler(sys.stderr)
-        console.setFormatter(logging.Formatter(FORMAT))
-        root.addHandler(console)
     logging.captureWarnings(True)
     for name in ROUTED_LOGGERS:
         _adopt(name)
     _quiet_transformers(bars=verbose)
     if wandb and not verbose:
         _quiet_wandb()
-    if not verbose:
-        for handler in _console_handlers(root):
-            if not any(isinstance(f, OwnLines) for f in handler.filters):
-                handler.addFilter(OwnLines())
+    for handler in _console_handlers(root):
+        for f in [f for f in handler.filters if isinstance(f, OwnLines)]:
+            handler.removeFilter(f)
+        if not verbose:
+            handler.addFilter(OwnLines())
     return path
