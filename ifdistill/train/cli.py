@@ -60,10 +60,11 @@ def _main(cfg: DictConfig) -> None:
     from ifdistill.sweeps import check_launch
     from ifdistill.train.preflight import preflight
     from ifdistill.rundir import RUN_DIR_LINK
-    from ifdistill.train.run import refuse_if_running, resolve_run_dir, train
+    from ifdistill.train.run import check_run_dir, refuse_if_running, resolve_run_dir, train
 
     refuse_if_running(cfg)  # a duplicate launch is refused before the slower checks
     preflight(cfg)  # before anything is written or loaded
+    check_run_dir(cfg)
     check_launch(cfg)
     # The Hydra job dir (a sweep's <n>_<overrides>/) points at the run it trains (ifdistill-status).
     job_dir = Path(HydraConfig.get().runtime.output_dir)

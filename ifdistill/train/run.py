@@ -91,7 +91,10 @@ def refuse_if_running(cfg: DictConfig) -> None:
 def check_run_dir(cfg: DictConfig) -> None:
     """Raise :class:`~ifdistill.rundir.RunDirError` when the run directory cannot take this launch (after
     preflight, before anything is written): it holds another config's run (the error names the keys
-    that changed), ``run.resume=never`` meets a run there, or ``run.resume=required`` no checkpoint."""
+    that changed), ``run.resume=never`` meets a run there, or ``run.resume=required`` no checkpoint.
+    Rank 0 checks (the other ranks start when rank 0's launch has written the run)."""
+    if _global_rank() != 0:
+        return
     rd, rid, digest = resolve_run_dir(cfg)
     rd.check_config(cfg, digest, hash_ignore(cfg))
     resume = str(cfg.run.resume)
@@ -178,7 +181,8 @@ def build_datamodule(cfg: DictConfig, rd: Optional[RunDir] = None, data=None):
 def train(cfg: DictConfig, *, checked: bool = False) -> dict[str, Any]:
     """Train as configured; returns run id, hash, run dir, final step and the last logged metrics.
 
-    ``checked``: :func:`~ifdistill.train.preflight.preflight` already passed (the CLI runs it first)."""
+    ``checked``: :func:`~ifdistill.train.preflight.preflight` and :func:`check_run_dir` already passed
+    (the CLI runs them first)."""
     from ifdistill.console import quiet_console
     from ifdistill.train.preflight import preflight
     from ifdistill.train.progress import single_log_output
@@ -186,7 +190,6 @@ def train(cfg: DictConfig, *, checked: bool = False) -> dict[str, Any]:
     if not checked:
         refuse_if_running(cfg)
         preflight(cfg)  # every plain-data mistake, before any model, Trainer or run directory exists
-    if _global_rank() == 0:
         check_run_dir(cfg)
     single_log_output()
     rd, rid, digest = resolve_run_dir(cfg)
