@@ -60,7 +60,16 @@ def _console_handlers(logger: logging.Logger) -> list[logging.Handler]:
 
 
 class _RunLog(logging.FileHandler):
-    """The handler writing a run's console.log (one at a time: a sweep trains its runs in one process)."""
+    """The handler writing a run's console.log (one at a time: a sweep trains its runs in one process).
+
+    A write that fails (a full disk) takes the handler off with one line on stderr, instead of
+    logging's traceback per record: the run goes on, and says what it no longer keeps."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        err = sys.exc_info()[1]
+        logging.getLogger().removeHandler(self)
+        print(f"ifdistill: {self.baseFilename}: cannot write ({err}); the libraries' output is no longer kept",
+              file=sys.stderr, flush=True)
 
 
 def _adopt(name: str) -> None:

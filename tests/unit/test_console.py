@@ -86,3 +86,15 @@ def test_own_lines_filter():
     assert f.filter(record("ifdistill", logging.INFO)) and f.filter(record("ifdistill.callbacks.x", logging.INFO))
     assert not f.filter(record("ifdistillery", logging.INFO)) and not f.filter(record("vllm", logging.WARNING))
     assert f.filter(record("vllm", logging.ERROR))
+
+
+def test_a_log_file_that_cannot_be_written_is_one_line_not_a_traceback_per_record(tmp_path, console, monkeypatch):
+    monkeypatch.setattr(sys, "stderr", console)
+    path = quiet_console(tmp_path / "logs")
+    (handler,) = [h for h in logging.getLogger().handlers if isinstance(h, _RunLog)]
+    handler.stream.close()  # as a write on a full disk fails
+    logging.getLogger("lightning").info("first")
+    logging.getLogger("lightning").info("second")
+    assert console.getvalue().splitlines() == [f"ifdistill: {path}: cannot write (I/O operation on closed file.); "
+                                               "the libraries' output is no longer kept"]
+    assert handler not in logging.getLogger().handlers
