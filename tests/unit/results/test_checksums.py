@@ -62,30 +62,28 @@ def test_reindented_content_still_verifies(run):
     assert run_metrics.read(run)["run_id"] == "r1"
 
 
-@pytest.mark.parametrize("damage", ["edit", "truncate"])
-def test_damaged_metrics_json_is_refused_by_status_and_report(run, damage, capsys, tmp_path):
-    file = run / "metrics.json"
-    if damage == "edit":
-        _edit(file, '"prompt_level_strict_acc": 0.75', '"prompt_level_strict_acc": 0.95')
-    else:
-        _truncate(file)
-    err = _refused(status_cli.main, [str(run)], file, capsys)
-    assert ("checksum mismatch" if damage == "edit" else "invalid JSON") in err
-    _refused(report_main, [str(run), "-o", str(tmp_path / "report")], file, capsys)
-    assert not (tmp_path / "report").exists()
+# (file in the run, an edit of one value in it, the CLIs that must refuse it: (main, argv of the run))
+FILES = {
+    "metrics.json": ("metrics.json", ('"prompt_level_strict_acc": 0.75', '"prompt_level_strict_acc": 0.95'),
+                     [(status_cli.main, lambda run, out: [str(run)]),
+                      (report_main, lambda run, out: [str(run), "-o", str(out)])]),
+    "results.json": ("evals/step_000010/results.json", ('"prompt_level_loose_acc": 0.75', '"prompt_level_loose_acc": 1.0'),
+                     [(report_main, lambda run, out: [str(run / "evals/step_000010"), "-o", str(out)])]),
+}
 
 
 @pytest.mark.parametrize("damage", ["edit", "truncate"])
-def test_damaged_results_json_is_refused_by_report(run, damage, capsys, tmp_path):
-    file = run / "evals/step_000010/results.json"
+@pytest.mark.parametrize("name", list(FILES))
+def test_a_damaged_file_is_refused_naming_it(run, name, damage, capsys, tmp_path):
+    rel, (old, new), clis = FILES[name]
+    file = run / rel
     if damage == "edit":
-        _edit(file, '"prompt_level_loose_acc": 0.75', '"prompt_level_loose_acc": 1.0')
+        _edit(file, old, new)
     else:
         _truncate(file)
-    err = _refused(report_main, [str(file.parent), "-o", str(tmp_path / "report")], file, capsys)
-    assert ("checksum mismatch" if damage == "edit" else "invalid JSON") in err
-    with pytest.raises(output.EvalOutputError, match="results.json"):
-        output.read_results_json(file.parent)
+    for main, argv in clis:
+        err = _refused(main, argv(run, tmp_path / "report"), file, capsys)
+        assert ("checksum mismatch" if damage == "edit" else "invalid JSON") in err
     assert not (tmp_path / "report").exists()
 
 
