@@ -98,5 +98,50 @@ class HFBackend:
         bar.close()
         return results
 
+    def loglikelihood(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]], *, adapter_dir: Optional[str] = None,
+                      progress: bool = True) -> list[tuple[float, bool]]:
+        """``(sum of log p(continuation | context), whether every continuation token is the argmax)`` per
+        ``(context ids, continuation ids)`` pair, from one forward pass per batch of distinct rows.
+
+        The model reads ``context + continuation[:-1]``; pairs whose rows are equal (the choices of a
+        multiple-choice question that differ only in their one-token answer) share one row. Rows are
+        left-padded with explicit position ids, so the last positions of every row align and only the
+        last ``max continuation length`` positions' logits are computed (``logits_to_keep``): the
+        vocabulary-sized logits of the whole context are never materialised. Log-softmax in float32."""
+        import torch
+        from tqdm.auto import tqdm
+
+        if adapter_dir != self.adapter_dir:
+            raise ValueError(f"this HF backend serves adapter {self.adapter_dir!r}, not {adapter_dir!r}")
+        rows: dict[tuple[int, ...], int] = {}
+        for ctx, cont in pairs:
+            if not cont:
+                raise ValueError("an empty continuation has no log-likelihood")
+            row = tuple(ctx) + tuple(cont[:-1])
+            rows[row] = max(rows.get(row, 0), len(cont))
+        unique = sorted(rows, key=lambda r: (-len(r), r))
+        logprobs: dict[tuple[int, ...], torch.Tensor] = {}  # row -> [keep, vocab] log-probs of its last positions
+        bar = tqdm(total=len(unique), desc="loglikelihood (hf)", unit="row", disable=not progress)
+        for start in range(0, len(unique), self.batch_size):
+            batch = unique[start:start + self.batch_size]
+            width, keep = max(len(r) for r in batch), max(rows[r] for r in batch)
+            ids = torch.tensor([[0] * (width - len(r)) + list(r) for r in batch])
+            mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in batch])
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)
+            with torch.inference_mode():
+                logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                    position_ids=positions.to(self.device), logits_to_keep=keep).logits
+                lp = torch.log_softmax(logits.float(), dim=-1).cpu()
+            for i, r in enumerate(batch):
+                logprobs[r] = lp[i]
+            bar.update(len(batch))
+        bar.close()
+        out = []
+        for ctx, cont in pairs:
+            lp = logprobs[tuple(ctx) + tuple(cont[:-1])][-len(cont):]
+            target = torch.tensor(list(cont))
+            out.append((float(lp.gather(-1, target[:, None]).sum()), bool((lp.argmax(-1) == target).all())))
+        return out
+
     def close(self) -> None:
         self.model = None
