@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import difflib
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -70,11 +71,19 @@ def _one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text[0][:300] if text else ''}"
 
 
-def _load_tasks(settings: EvalSettings) -> dict[str, Any]:
+@functools.lru_cache(maxsize=4)
+def _manager(include_path: tuple[str, ...]) -> Any:
+    """lm-eval's index of task YAMLs (its own ~15 s scan of every task folder), once per process and include
+    path: the persistent server prepares every checkpoint's evaluation with the same one. It indexes
+    names and files only; each :func:`_load_tasks` builds fresh task objects from the YAMLs."""
     from lm_eval.tasks import TaskManager
 
+    return TaskManager(include_path=list(include_path) or None)
+
+
+def _load_tasks(settings: EvalSettings) -> dict[str, Any]:
     lm = settings.lmeval
-    manager = TaskManager(include_path=list(lm.include_path) or None)
+    manager = _manager(tuple(str(p) for p in lm.include_path))
     loaded: dict[str, Any] = {"tasks": {}, "groups": {}, "group_map": {}}
     for name in lm.tasks:
         if name not in manager.all_tasks:

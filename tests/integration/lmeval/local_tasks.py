@@ -90,3 +90,54 @@ def write_broken_tasks(root: Path) -> Path:
              "test": _jsonl(root / "data" / "nofield_test.jsonl", rows)}
     _yaml(broken / "gsm8k_nofield.yaml", TASKS_DIR / "gsm8k" / "gsm8k.yaml", "gsm8k_nofield", files, "num_fewshot: 0\n")
     return broken
+
+
+TRAIN_RECIPE = {"version": 1, "steps": 20, "lr": 5e-3, "batch": 4, "seed": 0}
+
+
+def _train_gsm8k_style(out: Path, base_dir: Path) -> None:
+    """A few steps of plain language modelling on gsm8k-style question/answer pairs: the random-init
+    model then answers in the task's shape (``Sam has ... #### n``, then ``Question:``, a stop string)
+    instead of repeating one token, so the parity tests compare non-trivial responses and stops."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(TRAIN_RECIPE["seed"])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    rng = random.Random(TRAIN_RECIPE["seed"])
+    tokenizer = AutoTokenizer.from_pretrained(base_dir)
+    model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+    opt = torch.optim.AdamW(model.parameters(), lr=TRAIN_RECIPE["lr"])
+    model.train()
+    try:
+        for _ in range(TRAIN_RECIPE["steps"]):
+            texts = ["".join(f"Question: {r['question']}\nAnswer: {r['answer']}\n\n" for r in _gsm8k(rng, 2))
+                     for _ in range(TRAIN_RECIPE["batch"])]
+            enc = tokenizer(texts, return_tensors="pt", padding=True)
+            labels = enc.input_ids.masked_fill(enc.attention_mask == 0, -100)
+            model(**enc, labels=labels).loss.backward()
+            opt.step()
+            opt.zero_grad()
+    finally:
+        torch.set_num_threads(threads)
+    model.eval()
+    model.save_pretrained(out, safe_serialization=True)
+    for name in base_dir.iterdir():  # tokenizer files, chat template, generation_config.json
+        if name.suffix in (".json", ".jinja", ".txt") and name.name not in ("config.json", "model.safetensors.index.json"):
+            shutil.copy(name, out / name.name)
+    (out / "recipe.json").write_text(json.dumps(TRAIN_RECIPE) + "\n")
+
+
+def trained_model(base_dir: str | Path) -> Path:
+    """tiny_qwen3 after :func:`_train_gsm8k_style` (built once, cached like the other test models)."""
+    import hashlib
+
+    from ifdistill.paths import build_once, cache_dir
+
+    base_dir = Path(base_dir)
+    key = hashlib.sha256(json.dumps({**TRAIN_RECIPE, "base": base_dir.name}, sort_keys=True).encode()).hexdigest()[:12]
+    return build_once(cache_dir() / "test-models" / f"lmeval-gsm8k-{key}", "recipe.json",
+                      lambda tmp: _train_gsm8k_style(tmp, base_dir))
