@@ -92,7 +92,7 @@ def write_broken_tasks(root: Path) -> Path:
     return broken
 
 
-TRAIN_RECIPE = {"version": 1, "steps": 20, "lr": 5e-3, "batch": 4, "seed": 0}
+TRAIN_RECIPE = {"version": 1, "steps": 40, "lr": 3e-3, "batch": 8, "seed": 0}
 
 
 def _train_gsm8k_style(out: Path, base_dir: Path) -> None:

@@ -27,6 +27,7 @@ import pytest
 from ifdistill.evaluator.cli import compose_config
 from ifdistill.evaluator.lmeval.output import metrics_of, sample_rows
 from ifdistill.evaluator.output import SAMPLES_FILE
+from ifdistill.evaluator.results import jsonable
 from ifdistill.evaluator.run import evaluate
 from tests.integration.evaluator.tuned import require_vllm
 from tests.integration.lmeval.local_tasks import trained_model, write_tasks
@@ -59,7 +60,7 @@ def reference(setup):
                                                   "device": "cpu"},
                           tasks=TASKS, task_manager=TaskManager(include_path=[str(setup["tasks"])]), batch_size=8,
                           log_samples=True, fewshot_random_seed=1234)
-    return {"metrics": metrics_of(res), "samples": sample_rows(res, TASKS)}
+    return {"metrics": metrics_of(res), "samples": jsonable(sample_rows(res, TASKS))}  # as samples.jsonl holds them
 
 
 def ours(setup, backend: str) -> dict:
