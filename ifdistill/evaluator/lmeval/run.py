@@ -29,6 +29,7 @@ import logging
 import random
 import socket
 import time
+from pathlib import Path
 from typing import Any, Optional
 
 from ifdistill.evaluator.errors import EvaluatorError
@@ -83,6 +84,9 @@ def _manager(include_path: tuple[str, ...]) -> Any:
 
 def _load_tasks(settings: EvalSettings) -> dict[str, Any]:
     lm = settings.lmeval
+    for folder in lm.include_path:
+        if not Path(folder).is_dir():
+            raise EvaluatorError(f"eval.lmeval.include_path {folder}: no such folder")
     manager = _manager(tuple(str(p) for p in lm.include_path))
     loaded: dict[str, Any] = {"tasks": {}, "groups": {}, "group_map": {}}
     for name in lm.tasks:
@@ -171,12 +175,15 @@ def _version() -> str:
 
 def fingerprint(settings: EvalSettings, plan_tasks: dict[str, Any], digests: dict[str, str], *, chat_template: str,
                 stop_token_ids: list[int], context_len: int) -> dict[str, Any]:
-    """What can change a score: lm-eval's version, each task's resolved config, documents and rendered
-    requests (the few-shot draw is in them), the evaluator's template, thinking flag, stop ids, seed."""
+    """What can change a score: lm-eval's version, each task's resolved config (a local dataset's file paths
+    left out: its documents are hashed), documents and rendered requests (the few-shot draw is in them),
+    the evaluator's template, thinking flag, stop ids, seed."""
     s = settings.lmeval
     tasks = {}
     for name, task in plan_tasks["tasks"].items():
         config = _stable(task.dump_config())
+        # where a local dataset lies is not what it holds (docs_sha256): a moved copy keeps the hash
+        (config.get("dataset_kwargs") or {}).pop("data_files", None)
         tasks[name] = {"config_sha256": canonical_sha256(config), "num_fewshot": task.get_config("num_fewshot"),
                        "output_type": task.get_config("output_type"), "docs_sha256": _docs_sha256(task),
                        "num_docs": len({i.doc_id for i in task.instances}), "requests_sha256": digests[name]}
