@@ -48,9 +48,10 @@ from ifdistill.paths import ensure_nltk_data
 log = logging.getLogger(__name__)
 
 
-@dataclasses.dataclass
-class EvalPlan:
-    """Everything decided before generation; ``eval_config_hash`` is final here."""
+@dataclasses.dataclass(kw_only=True)
+class PlanBase:
+    """What every benchmark's plan holds: the model, its engine's needs and the identity. The persistent
+    server (:mod:`ifdistill.evaluator.serve`) reads only these."""
 
     settings: EvalSettings
     run: EvalRunSettings
@@ -58,16 +59,22 @@ class EvalPlan:
     source: ModelSource
     tokenizer: Any
     chat_template: str
-    data: LoadedRows
-    pool: Optional[LoadedRows]
-    prompts: list[Prompt]
-    requests: list[Request]
-    sampling: Sampling
     context_len: int
     fingerprint: dict[str, Any]
     eval_config_hash: str
     model_identity: dict[str, Any]
     prepare_s: float
+
+
+@dataclasses.dataclass(kw_only=True)
+class EvalPlan(PlanBase):
+    """Everything decided before generation (IFEval-style rows); ``eval_config_hash`` is final here."""
+
+    data: LoadedRows
+    pool: Optional[LoadedRows]
+    prompts: list[Prompt]
+    requests: list[Request]
+    sampling: Sampling
 
 
 def cpu_list(spec: str) -> list[int]:

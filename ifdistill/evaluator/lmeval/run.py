@@ -36,6 +36,7 @@ from ifdistill.evaluator.errors import EvaluatorError
 from ifdistill.evaluator.fingerprint import canonical_sha256, config_hash, prompt_ids_sha256
 from ifdistill.evaluator.lmeval.model import EngineLM
 from ifdistill.evaluator.model_source import ModelSource, model_identity
+from ifdistill.evaluator.run import PlanBase
 from ifdistill.evaluator.settings import EvalRunSettings, EvalSettings
 
 log = logging.getLogger(__name__)
@@ -46,25 +47,13 @@ PROTOCOL_VERSION = "lmeval-1"
 RANDOM_SEED, NUMPY_SEED, TORCH_SEED = 0, 1234, 1234
 
 
-@dataclasses.dataclass
-class LMEvalPlan:
-    """Everything decided before an engine starts (the attributes the persistent server reads
-    are those of :class:`ifdistill.evaluator.run.EvalPlan`)."""
+@dataclasses.dataclass(kw_only=True)
+class LMEvalPlan(PlanBase):
+    """Everything decided before an engine starts; ``eval_config_hash`` is final here."""
 
-    settings: EvalSettings
-    run: EvalRunSettings
-    model_cfg: dict[str, Any]
-    source: ModelSource
-    tokenizer: Any
-    chat_template: str
-    context_len: int
     lm: EngineLM
     tasks: dict[str, Any]  # lm-eval's TaskDict: tasks, groups, group_map
     requests: dict[str, str]  # task -> sha256 of its rendered requests
-    fingerprint: dict[str, Any]
-    eval_config_hash: str
-    model_identity: dict[str, Any]
-    prepare_s: float
 
 
 def _one_line(err: BaseException) -> str:
