@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the local tasks and the model live in tests/
 
 TASKS = {"loglikelihood": "commonsense_qa_local", "generative": "gsm8k_local"}
 

@@ -14,7 +14,8 @@ server too:
 - ``generate_until``: the task's ``generation_kwargs`` (stop strings, ``max_gen_toks``, greedy or
   not) with the evaluator's stop token ids and per-request seeds; the raw ids are cut at the first
   stop token and the budget, decoded without special tokens and cut at the first stop string, as
-  lm-eval's ``hf`` model does.
+  lm-eval's ``hf`` model does. With ``eval.generation.strip_thinking`` (on with ``enable_thinking``)
+  lm-eval's filters see only the answer after ``</think>``, as IFEval's scorer does.
 
 Tokenisation follows lm-eval's ``hf`` model (``tok_encode``: the tokenizer's own special tokens,
 none added to a string that already starts with the prefix token; prefix token = BOS, else EOS), so
@@ -36,7 +37,7 @@ from lm_eval.models.utils import (_add_special_kwargs, handle_stop_sequences, ha
                                   postprocess_generated_text)
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
-from ifdistill.evaluator.generation import Request, Sampling, request_seed
+from ifdistill.evaluator.generation import Request, Sampling, request_seed, scored_text
 
 DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's default when a task's generation_kwargs name no budget
 
@@ -45,8 +46,9 @@ class EngineLM(TemplateLM):
     """One model for lm-eval's evaluator; its backend is attached by :meth:`attach`."""
 
     def __init__(self, tokenizer: Any, *, chat_template: str, enable_thinking: Optional[bool], max_length: int,
-                 stop_token_ids: Sequence[int], seed: int, name: str) -> None:
+                 stop_token_ids: Sequence[int], seed: int, name: str, strip_thinking: bool = False) -> None:
         super().__init__()
+        self.strip_thinking = strip_thinking
         self.tokenizer = tokenizer
         self._template = chat_template
         self.enable_thinking = enable_thinking
@@ -160,6 +162,8 @@ class EngineLM(TemplateLM):
         cut = next((n for n, t in enumerate(ids) if t in stops), None)
         body = list(ids if cut is None else ids[:cut])
         text = self.tok_decode(body)
+        if self.strip_thinking:  # the evaluator's rule (generation.scored_text): the answer after </think>
+            text = scored_text(text, True)[0]
         cut_text = postprocess_generated_text(text, until, None)
         self.finish_reasons["stop" if cut is not None or cut_text != text else "length"] += 1
         self.generated_tokens += len(body) + (cut is not None)

@@ -186,6 +186,7 @@ def fingerprint(settings: EvalSettings, plan_tasks: dict[str, Any], digests: dic
                    "fewshot_as_multiturn": s.fewshot_as_multiturn, "bootstrap_iters": s.bootstrap_iters},
         "template": {"chat_template_sha256": hashlib.sha256(chat_template.encode()).hexdigest(),
                      "enable_thinking": settings.generation.enable_thinking,
+                     "strip_thinking": settings.generation.strip_thinking,
                      "system_prompt": settings.generation.system_prompt},
         "generation": {"seed": settings.generation.seed, "stop_token_ids": sorted(int(i) for i in stop_token_ids)},
         "backend": settings.backend,
@@ -200,7 +201,7 @@ def prepare_tasks(settings: EvalSettings, run: EvalRunSettings, model_cfg: dict[
     """Phase 1 for ``benchmark: lmeval`` (module docstring)."""
     lm = EngineLM(tokenizer, chat_template=chat_template, enable_thinking=settings.generation.enable_thinking,
                   max_length=context_len - 1, stop_token_ids=stop_token_ids, seed=settings.generation.seed,
-                  name=str(source.tokenizer_dir))
+                  name=str(source.tokenizer_dir), strip_thinking=bool(settings.generation.strip_thinking))
     tasks = _load_tasks(settings)
     _configure(tasks["tasks"], settings)
     _build_requests(tasks["tasks"], settings, lm)

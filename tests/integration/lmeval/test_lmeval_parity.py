@@ -6,6 +6,7 @@ filters), commonsense_qa (multiple choice, 5 choices) and wikitext (rolling log-
 documents each. Evaluated three ways: ``ifdistill-eval eval=lmeval`` with the HF backend, with the vLLM
 backend, and lm-eval's ``simple_evaluate(model="hf")``. Per document: identical responses and filtered
 answers, identical chosen answers, log-likelihoods within the float32 tolerance below; aggregates equal.
+Once more for gsm8k with the chat template and few-shot as multi-turn (HF backend).
 
 Tolerance: every log-likelihood is a sum of float32 log-softmax values; the engines compute the same
 function with different batch shapes, padding and kernels (HF: left-padded vs lm-eval's right-padded
@@ -50,25 +51,29 @@ def setup(tmp_path_factory, tiny_qwen3_dir):
     return {"root": root, "tasks": write_tasks(root, n_test=N_DOCS), "model": trained_model(tiny_qwen3_dir)}
 
 
-@pytest.fixture(scope="module")
-def reference(setup):
+def lm_eval_hf(setup, tasks: list[str], **kwargs) -> dict:
     """lm-eval's own ``hf`` model on the same model, tasks and few-shot seed."""
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
     res = simple_evaluate(model="hf", model_args={"pretrained": str(setup["model"]), "dtype": "float32",
-                                                  "device": "cpu"},
-                          tasks=TASKS, task_manager=TaskManager(include_path=[str(setup["tasks"])]), batch_size=8,
-                          log_samples=True, fewshot_random_seed=1234)
-    return {"metrics": metrics_of(res), "samples": jsonable(sample_rows(res, TASKS))}  # as samples.jsonl holds them
+                                                  "device": "cpu", "enable_thinking": False},
+                          tasks=tasks, task_manager=TaskManager(include_path=[str(setup["tasks"])]), batch_size=8,
+                          log_samples=True, fewshot_random_seed=1234, **kwargs)
+    return {"metrics": metrics_of(res), "samples": jsonable(sample_rows(res, tasks))}  # as samples.jsonl holds them
 
 
-def ours(setup, backend: str) -> dict:
-    out = setup["root"] / backend
-    cfg = compose_config(["eval=lmeval", f"eval.backend={backend}", f"eval.lmeval.tasks=[{','.join(TASKS)}]",
+@pytest.fixture(scope="module")
+def reference(setup):
+    return lm_eval_hf(setup, TASKS)
+
+
+def ours(setup, backend: str, tasks: list[str] = TASKS, *extra: str) -> dict:
+    out = setup["root"] / f"{backend}-{len(extra)}"
+    cfg = compose_config(["eval=lmeval", f"eval.backend={backend}", f"eval.lmeval.tasks=[{','.join(tasks)}]",
                           f"eval.lmeval.include_path=[{setup['tasks']}]", "model=tiny_qwen3",
                           f"model.name_or_path={setup['model']}", "eval.runtime.progress=false",
-                          "eval.runtime.kv_cache_memory_bytes=67108864", "eval.runtime.num_threads=1"],
+                          "eval.runtime.kv_cache_memory_bytes=67108864", "eval.runtime.num_threads=1", *extra],
                          output_dir=str(out))
     results = evaluate(cfg)
     samples = [json.loads(line) for line in (out / SAMPLES_FILE).read_text().splitlines()]
@@ -125,3 +130,14 @@ def test_vllm_backend_equals_lm_eval_hf(setup, reference):
     counts = assert_parity(mine, reference)
     print("vllm backend vs lm-eval hf:", counts, mine["counts"])
     assert counts["responses_equal"] == counts["choices_equal"] == counts["rolling_within"] == N_DOCS
+
+
+def test_chat_template_and_multiturn_fewshot_equal_lm_eval_hf(setup):
+    """gsm8k with the chat template (tiny_qwen3's: Qwen3's, thinking off) and the two demonstrations as
+    earlier user/assistant turns: the evaluator's template rendering equals lm-eval hf's, per document."""
+    ref = lm_eval_hf(setup, ["gsm8k_local"], apply_chat_template=True, fewshot_as_multiturn=True)
+    mine = ours(setup, "hf", ["gsm8k_local"], "eval.lmeval.apply_chat_template=true",
+                "eval.lmeval.fewshot_as_multiturn=true")
+    counts = assert_parity(mine, ref)
+    assert counts["responses_equal"] == N_DOCS
+    assert all(s["prompt"].count("<|im_start|>user") == 3 for s in mine["samples"])  # 2 demonstrations + the question
