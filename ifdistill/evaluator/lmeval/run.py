@@ -86,6 +86,8 @@ def _load_tasks(settings: EvalSettings) -> dict[str, Any]:
             raise EvaluatorError(f"lm-eval task {name!r}: unknown to lm-eval {_version()}{where}{hint}")
         try:
             one = manager.load([name])
+        except (ImportError, AssertionError) as err:  # a task module's own check of its extra packages
+            raise EvaluatorError(f"lm-eval task {name!r}: needs packages this environment lacks ({_one_line(err)})") from None
         except Exception as err:  # noqa: BLE001 - a dataset that cannot be read: hub offline, missing file, ...
             raise EvaluatorError(f"lm-eval task {name!r}: its dataset cannot be read ({_one_line(err)})") from None
         for key in loaded:
