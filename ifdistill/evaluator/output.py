@@ -34,7 +34,7 @@ from ifdistill.ifeval.stats import METRICS  # the four aggregates, named as lm-e
 RESULTS_FILE = "results.json"
 SAMPLES_FILE = "samples.jsonl"
 MODES = ("strict", "loose")
-__all__ = ["METRICS", "RESULTS_FILE", "SAMPLES_FILE", "EvalOutput", "PromptResult", "iter_sample_rows", "load",
+__all__ = ["METRICS", "RESULTS_FILE", "SAMPLES_FILE", "EvalOutput", "PromptResult", "benchmark_of", "iter_sample_rows", "load",
            "read_results",
            "read_results_json", "metric_values"]
 
@@ -139,9 +139,17 @@ def _aggregates(results: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in results.items() if k.startswith(("prompt_level_", "inst_level_", "num_"))}
 
 
+def benchmark_of(results: Mapping[str, Any]) -> str:
+    """The benchmark an evaluation belongs to (results.json ``config.eval.benchmark``; ``ifeval`` when absent)."""
+    return ((results.get("config") or {}).get("eval") or {}).get("benchmark") or "ifeval"
+
+
 def metric_values(results: Mapping[str, Any]) -> dict[str, float]:
-    """The four aggregates and their standard errors (``<metric>_stderr``) as floats; absent or null
-    values are left out."""
+    """The aggregates and their standard errors (``<metric>_stderr``) as floats; absent or null values are
+    left out. IFEval/IFBench: the four aggregates; lm-eval: every ``<task>/<metric>[/<filter>]``."""
+    if benchmark_of(results) == "lmeval":
+        return {k: float(v) for k, v in (results.get("metrics") or {}).items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool)}
     found = _aggregates(results)
     return {key: float(found[key]) for name in METRICS for key in (name, f"{name}_stderr")
             if found.get(key) is not None}

@@ -48,9 +48,10 @@ from ifdistill.paths import ensure_nltk_data
 log = logging.getLogger(__name__)
 
 
-@dataclasses.dataclass
-class EvalPlan:
-    """Everything decided before generation; ``eval_config_hash`` is final here."""
+@dataclasses.dataclass(kw_only=True)
+class PlanBase:
+    """What every benchmark's plan holds: the model, its engine's needs and the identity. The persistent
+    server (:mod:`ifdistill.evaluator.serve`) reads only these."""
 
     settings: EvalSettings
     run: EvalRunSettings
@@ -58,16 +59,22 @@ class EvalPlan:
     source: ModelSource
     tokenizer: Any
     chat_template: str
-    data: LoadedRows
-    pool: Optional[LoadedRows]
-    prompts: list[Prompt]
-    requests: list[Request]
-    sampling: Sampling
     context_len: int
     fingerprint: dict[str, Any]
     eval_config_hash: str
     model_identity: dict[str, Any]
     prepare_s: float
+
+
+@dataclasses.dataclass(kw_only=True)
+class EvalPlan(PlanBase):
+    """Everything decided before generation (IFEval-style rows); ``eval_config_hash`` is final here."""
+
+    data: LoadedRows
+    pool: Optional[LoadedRows]
+    prompts: list[Prompt]
+    requests: list[Request]
+    sampling: Sampling
 
 
 def cpu_list(spec: str) -> list[int]:
@@ -110,8 +117,16 @@ def _check_instructions(data: LoadedRows) -> None:
             raise EvaluatorError(f"evaluation row {ex.key or ex.uid}: {err}") from None
 
 
-def prepare(cfg: DictConfig) -> EvalPlan:
-    """Phase 1 (see the module docstring): all checks, rendering and the config hash."""
+def _context_len(settings: EvalSettings, source: ModelSource) -> int:
+    limits = [n for n in (settings.max_model_len, context_length(source.model_dir)) if n]
+    if not limits:
+        raise EvaluatorError("the model's config states no context length; set eval.max_model_len")
+    return min(limits)
+
+
+def prepare(cfg: DictConfig) -> Any:
+    """Phase 1 (see the module docstring): all checks, rendering and the config hash; an :class:`EvalPlan`,
+    or for ``benchmark: lmeval`` an :class:`~ifdistill.evaluator.lmeval.run.LMEvalPlan`."""
     t0 = time.perf_counter()
     ensure_nltk_data()
     settings = eval_settings(cfg.eval)
@@ -124,16 +139,20 @@ def prepare(cfg: DictConfig) -> EvalPlan:
     apply_runtime(settings.runtime)
     source = resolve_model_source(model_cfg, adapter_dir=run.adapter_dir, export_dir=run.export_dir,
                                   export_kind=run.export_kind)
+    if settings.benchmark == "lmeval":  # lm-eval's tasks instead of IFEval-schema rows: the same plan and engine
+        from ifdistill.evaluator.lmeval.run import prepare_tasks
+
+        tokenizer, template = load_tokenizer(source.tokenizer_dir, settings.generation.chat_template)
+        return prepare_tasks(settings, run, model_cfg, source, tokenizer=tokenizer, chat_template=template,
+                             context_len=_context_len(settings, source), t0=t0,
+                             stop_token_ids=stop_token_ids(tokenizer, source.model_dir, settings.generation.stop_token_ids))
     data = load_eval_rows(settings.data)
     _check_instructions(data)
     pool = load_rows(settings.fewshot.pool, need_completion=True) if settings.fewshot.k > 0 else None
     tokenizer, template = load_tokenizer(source.tokenizer_dir, settings.generation.chat_template)
     prompts = build_prompts(tokenizer, data.examples, generation=settings.generation, fewshot=settings.fewshot,
                             pool=pool.examples if pool else None)
-    limits = [n for n in (settings.max_model_len, context_length(source.model_dir)) if n]
-    if not limits:
-        raise EvaluatorError("the model's config states no context length; set eval.max_model_len")
-    context_len = min(limits)
+    context_len = _context_len(settings, source)
     budgets = max_tokens_for(prompts, context_len, settings.generation.max_new_tokens)
     stops = stop_token_ids(tokenizer, source.model_dir, settings.generation.stop_token_ids)
     sampling = Sampling.from_settings(settings.generation, stops)
@@ -165,20 +184,30 @@ def _score(plan: EvalPlan, completions: list) -> tuple[list[dict[str, Any]], dic
     return scored, aggregate(scored), per_instruction_type(scored)
 
 
-def execute(plan: EvalPlan, *, backend: Any = None, runtime: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+def _backend_for(plan: Any, backend: Any) -> Any:
+    """``backend`` if it can serve ``plan``, or a new one of the configured kind (the caller closes it)."""
+    if backend is None:
+        return make_backend(plan.settings, plan.source, context_len=plan.context_len,
+                            seed=plan.settings.generation.seed)
+    if backend.name != plan.settings.backend or not backend.serves(plan.source):
+        raise EvaluatorError(f"the given {backend.name} backend cannot serve this evaluation "
+                             f"(backend {plan.settings.backend}, model {plan.source.model_dir}, "
+                             f"adapter {plan.source.adapter_dir})")
+    return backend
+
+
+def execute(plan: Any, *, backend: Any = None, runtime: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     """Phase 2: generate (own backend, or ``backend`` if given), score, publish; returns results.json.
 
     ``runtime``: how the evaluation ran, recorded as results.json's ``runtime`` (never hashed); by
     default a per-checkpoint process (:func:`~ifdistill.evaluator.results.process_runtime`)."""
     t0 = time.perf_counter()
     own = backend is None
-    if own:
-        backend = make_backend(plan.settings, plan.source, context_len=plan.context_len,
-                               seed=plan.settings.generation.seed)
-    elif backend.name != plan.settings.backend or not backend.serves(plan.source):
-        raise EvaluatorError(f"the given {backend.name} backend cannot serve this evaluation "
-                             f"(backend {plan.settings.backend}, model {plan.source.model_dir}, "
-                             f"adapter {plan.source.adapter_dir})")
+    backend = _backend_for(plan, backend)
+    if not isinstance(plan, EvalPlan):
+        from ifdistill.evaluator.lmeval.run import execute_and_publish
+
+        return execute_and_publish(plan, backend, own=own, runtime=runtime, t0=t0)
     try:
         t1 = time.perf_counter()
         raw = backend.generate(plan.requests, plan.sampling, adapter_dir=plan.source.adapter_dir,

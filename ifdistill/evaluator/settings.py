@@ -26,7 +26,7 @@ from ifdistill.config import ConfigError, check_schema, register_schema
 
 BACKENDS = ("vllm", "hf")
 #: Benchmark families: the namespace of an evaluation's logged metrics (``<benchmark>/*``).
-BENCHMARKS = ("ifeval", "ifbench")
+BENCHMARKS = ("ifeval", "ifbench", "lmeval")
 EXPORT_KINDS = ("auto", "adapter", "merged", "model")
 
 
@@ -106,6 +106,21 @@ class RuntimeSettings:
 
 
 @dataclass
+class LMEvalSettings:
+    """lm-evaluation-harness tasks run through the evaluator's engine (``benchmark: lmeval``;
+    :mod:`ifdistill.evaluator.lmeval`). Every key enters eval_config_hash."""
+
+    tasks: List[str] = field(default_factory=list)  # task, group or tag names lm-eval knows (or include_path adds)
+    num_fewshot: Optional[int] = None  # null: each task's own default (lm-eval's rule: a task fixed at 0 stays 0)
+    fewshot_seed: int = 1234  # lm-eval's default fewshot_random_seed
+    limit: Optional[int] = None  # the first N documents of each task (a smoke test)
+    apply_chat_template: bool = False
+    fewshot_as_multiturn: bool = False  # demonstrations as earlier user/assistant turns (needs the chat template)
+    include_path: List[str] = field(default_factory=list)  # extra folders of task YAMLs (local datasets)
+    bootstrap_iters: int = 100000  # lm-eval's default: standard errors of non-mean aggregates
+
+
+@dataclass
 class EvalSettings:
     """The ``eval`` config section."""
 
@@ -120,6 +135,7 @@ class EvalSettings:
     fewshot: FewShotSettings = field(default_factory=FewShotSettings)
     generation: GenerationSettings = field(default_factory=GenerationSettings)
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
+    lmeval: LMEvalSettings = field(default_factory=LMEvalSettings)
 
 
 @dataclass
@@ -152,6 +168,10 @@ def eval_settings(node: Any) -> EvalSettings:
         raise ConfigError(f"eval.generation.max_new_tokens must be >= 1, got {g.max_new_tokens}")
     if settings.fewshot.k < 0:
         raise ConfigError(f"eval.fewshot.k must be >= 0, got {settings.fewshot.k}")
+    if settings.benchmark == "lmeval" and not settings.lmeval.tasks:
+        raise ConfigError("eval.benchmark=lmeval needs eval.lmeval.tasks (lm-eval task names)")
+    if settings.lmeval.fewshot_as_multiturn and not settings.lmeval.apply_chat_template:
+        raise ConfigError("eval.lmeval.fewshot_as_multiturn needs eval.lmeval.apply_chat_template=true")
     if settings.fewshot.k > 0 and settings.fewshot.pool is None:
         raise ConfigError("eval.fewshot.k > 0 needs eval.fewshot.pool (the demonstration source)")
     return settings

@@ -126,6 +126,16 @@ def _scores(latest: dict) -> str:
     return " | ".join(_pct(latest["eval"], k) for k in METRICS)
 
 
+def _task_scores(metrics: dict) -> str:
+    parts = []
+    for key, value in metrics.items():
+        if key.endswith("_stderr") or not isinstance(value, (int, float)):
+            continue
+        se = metrics.get(f"{key}_stderr")
+        parts.append(f"{key} {value:.4f}" + (f"±{se:.4f}" if isinstance(se, (int, float)) else ""))
+    return "; ".join(parts) or "-"
+
+
 def format_table(rows: list[dict]) -> str:
     head = ("| run | state | launches | last step | evals | open failures | resolved failures | eval step "
             "| prompt strict | inst strict | prompt loose | inst loose |")
@@ -134,13 +144,21 @@ def format_table(rows: list[dict]) -> str:
         last, at = (v if v is not None else "-" for v in (r["last_step"], r["eval_step"]))
         lines.append(f"| {r['run_id']} | {r['state']} | {r['launches']} | {last} | {r['evaluated']} "
                      f"| {len(r['failures'])} | {r['resolved_failures']} | {at} | {_scores(r)} |")
-    extra = [(r["run_id"], name, b) for r in rows for name, b in r["benchmarks"].items()]
+    extra = [(r["run_id"], name, b) for r in rows for name, b in r["benchmarks"].items()
+             if not b["eval"] or any(k in b["eval"] for k in METRICS)]
+    tasks = [(r["run_id"], name, b) for r in rows for name, b in r["benchmarks"].items() if (r["run_id"], name, b) not in extra]
     if extra:  # benchmarks evaluated next to the run's eval (callbacks.checkpoint_eval.evals)
         head = "| run | benchmark | evals | eval step | prompt strict | inst strict | prompt loose | inst loose |"
         lines += ["", head, "|---" * (head.count("|") - 1) + "|"]
         for run_id, name, b in extra:
             at = b["eval_step"] if b["eval_step"] is not None else "-"
             lines.append(f"| {run_id} | {name} | {b['evaluated']} | {at} | {_scores(b)} |")
+    if tasks:  # lm-eval benchmarks: their own metrics (task/metric[/filter]), each value ± stderr
+        head = "| run | benchmark | evals | eval step | metrics |"
+        lines += ["", head, "|---" * (head.count("|") - 1) + "|"]
+        for run_id, name, b in tasks:
+            at = b["eval_step"] if b["eval_step"] is not None else "-"
+            lines.append(f"| {run_id} | {name} | {b['evaluated']} | {at} | {_task_scores(b['eval'])} |")
     open_failures = [(r["run_id"], f) for r in rows for f in r["failures"]]
     if open_failures:
         lines += ["", "open evaluation failures (`ifdistill-eval backfill run_dir=...` retries them):"]

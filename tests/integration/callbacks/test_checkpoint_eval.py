@@ -6,6 +6,8 @@ processes while training goes on. Then:
   same responses, pass/fail vectors, metrics and eval_config_hash as the in-training evaluation;
 - W&B: the offline run, read back from its file, has the IFEval metrics at steps 10 and 20 on the
   ``ifeval/step`` axis although they arrived after training had moved past them;
+- lm-eval tasks (a generative and a multiple-choice one) evaluated at the same checkpoints by the same
+  persistent engine: identical to ``ifdistill-eval`` afterwards, in W&B and in ``ifdistill-status``;
 - faults: an evaluator killed with SIGKILL is recorded and retried; one that outlives its timeout is
   killed and recorded, and a back-fill completes the run's evaluations afterwards;
 - DDP with 2 ranks: only rank 0 exports and launches evaluations, and both ranks finish.
@@ -58,11 +60,28 @@ def _samples(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+LMEVAL_TASKS = ["gsm8k_local", "commonsense_qa_local"]  # one generative, one multiple-choice (local_tasks.py)
+
+
+def lmeval_overrides(root: Path) -> list[str]:
+    """An extra benchmark ``lmeval`` on every export: two lm-eval tasks on local data (6 documents each), with
+    the run's eval runtime so that the persistent engine serves IFEval and lm-eval without a restart."""
+    from tests.integration.lmeval.local_tasks import write_tasks
+
+    tasks = write_tasks(root, n_test=6)
+    key = "callbacks.checkpoint_eval.evals.lmeval"
+    return ["+eval@callbacks.checkpoint_eval.evals.lmeval=lmeval", f"{key}.lmeval.tasks=[{','.join(LMEVAL_TASKS)}]",
+            f"{key}.lmeval.include_path=[{tasks}]", f"{key}.runtime.kv_cache_memory_bytes=67108864",
+            f"{key}.runtime.progress=false"]
+
+
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     """The run evaluates with the persistent engine (one ``ifdistill-eval serve`` for both checkpoints,
-    the demo's default); the identity test compares it with a fresh ``ifdistill-eval`` process."""
-    return train_cli(tmp_path_factory.mktemp("ckpt_eval"), "callbacks.checkpoint_eval.engine=persistent")
+    the demo's default), IFEval-style on ``eval`` and two lm-eval tasks as the extra benchmark ``lmeval``;
+    the identity tests compare both with a fresh ``ifdistill-eval`` process."""
+    out = tmp_path_factory.mktemp("ckpt_eval")
+    return train_cli(out, "callbacks.checkpoint_eval.engine=persistent", *lmeval_overrides(out / "lmeval"))
 
 
 def test_every_checkpoint_is_exported_and_evaluated(run_dir):
@@ -101,6 +120,43 @@ def assert_post_training_eval_identical(run_dir: Path, step: int, post: Path, be
 
 def test_in_training_and_post_training_evaluations_are_identical(run_dir, tmp_path):
     assert_post_training_eval_identical(run_dir, 20, tmp_path / "post")
+
+
+def test_lmeval_in_training_equals_post_training_and_reaches_wandb_and_status(run_dir, tmp_path):
+    """lm-eval tasks at each checkpoint on the persistent engine: ``ifdistill-eval`` afterwards on the step-20
+    export gives a byte-identical samples.jsonl, the same metrics and eval_config_hash; W&B has
+    ``lmeval/<task>/<metric>`` on ``lmeval/step`` at steps 10 and 20; ``ifdistill-status`` shows them."""
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert sorted(metrics["evals"]["lmeval"]) == ["10", "20"]
+    step_dir = run_dir / "evals" / "lmeval" / "step_000020"
+    ours = json.loads((step_dir / "results.json").read_text())
+    assert ours["runtime"]["engine"] == "persistent" and ours["counts"]["num_documents"] == 12
+    assert set(ours["counts"]["requests"]) == set(LMEVAL_TASKS)
+    post = tmp_path / "post"
+    argv = [str(BIN / "ifdistill-eval"), f"--config-dir={step_dir / '.request'}", "eval=_request", "model=_request",
+            f"export_dir={run_dir / 'exports' / 'step_000020'}", f"output_dir={post}", f"hydra.run.dir={post}"]
+    proc = subprocess.run(argv, env=_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert (step_dir / "samples.jsonl").read_bytes() == (post / "samples.jsonl").read_bytes()
+    theirs = json.loads((post / "results.json").read_text())
+    assert ours["eval_config_hash"] == theirs["eval_config_hash"] and ours["metrics"] == theirs["metrics"]
+    assert theirs["runtime"]["engine"] == "process"
+
+    (wandb_run,) = find_run_dirs(run_dir / "logs" / "wandb")
+    run = read_run(wandb_run)
+    assert run["metrics"].get("lmeval/*") == "lmeval/step"
+    key = "lmeval/gsm8k_local/exact_match/strict-match"
+    rows = [r for r in run["history"] if key in r and "lmeval/commonsense_qa_local/acc" in r]
+    assert sorted(r["lmeval/step"] for r in rows) == [10, 20]
+    for r in rows:
+        want = metrics["evals"]["lmeval"][str(r["lmeval/step"])]["metrics"]
+        assert r["lmeval/commonsense_qa_local/acc"] == pytest.approx(want["commonsense_qa_local/acc"])
+
+    status = subprocess.run([str(BIN / "ifdistill-status"), str(run_dir)], env=_env(), capture_output=True, text=True,
+                            timeout=120)
+    assert status.returncode == 0, status.stderr
+    line = next(x for x in status.stdout.splitlines() if "| lmeval |" in x)
+    assert "| 2 | 20 |" in line and "commonsense_qa_local/acc" in line and "gsm8k_local/exact_match/strict-match" in line
 
 
 def test_tiny_qwen3_training_callback_and_post_training_eval(tmp_path):
