@@ -5,6 +5,8 @@ directory (a sweep's ``<n>_<overrides>/``) holds ``run_dir.txt`` pointing at the
 directories are named by config hash, not by Hydra. State:
 
 - ``finished``  the last launch recorded its end (``finished`` in ``run.json``);
+- ``diverged``  the last launch stopped on a non-finite loss, gradient or weight (``diverged`` in
+  ``run.json``: step and quantity; :mod:`ifdistill.train.divergence`);
 - ``running``   the last launch's process is alive on this host;
 - ``requeued``  the last launch saved its step on a requeue signal (time limit, preemption) and handed the
   job back (``stopped_at_step`` in ``run.json``); the next launch resumes there;
@@ -89,6 +91,8 @@ def run_status(run: Path) -> dict[str, Any]:
     launch = (meta.get("launches") or [{}])[-1]
     if launch.get("finished"):
         state = "finished"
+    elif launch.get("diverged"):
+        state = "diverged"
     elif _alive(launch.get("pid"), launch.get("host")):
         state = "running"
     elif launch.get("stopped_at_step") is not None:

@@ -24,6 +24,9 @@ class RunSchema:
     checkpoint_every_n_steps: int = 200
     keep_last_checkpoints: int = 3
     hash_ignore: Optional[list[str]] = None  # null: ifdistill.rundir.HASH_IGNORE
+    on_nonfinite: str = "stop"  # stop | skip (ifdistill.train.divergence)
+    max_skipped_steps: int = 10
+    resume_from: Optional[str] = None  # a run directory to start from when this run has no checkpoint
 
 
 @dataclass
