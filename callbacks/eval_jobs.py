@@ -3,7 +3,8 @@
 Each checkpoint evaluation is a separate OS process (the same ``ifdistill-eval`` program a researcher runs
 by hand), started in its own session so a crash, an OOM kill or a hang stays outside the trainer.
 The trainer polls the queue between steps (:meth:`EvalQueue.poll`): finished jobs are reported once,
-failed ones are retried up to ``retries`` times, and a job past ``timeout_s`` is killed (its whole
+failed ones are retried up to ``retries`` times (not an input error, exit code 2: a corrupt or non-finite
+export fails the same way again), and a job past ``timeout_s`` is killed (its whole
 process group, vLLM's engine and workers included) and counts as a failure.
 
 When evaluations fall behind (``max_running`` jobs running and ``max_pending`` waiting), ``policy`` says
@@ -28,6 +29,7 @@ from ifdistill.evaluator.output import RESULTS_FILE
 from ifdistill.launchers.runners import Runner, make_runner
 
 Policy = Literal["wait", "skip_new", "drop_oldest"]
+INPUT_ERROR_EXIT = 2  # ifdistill-eval's exit code for bad input (an export with NaN weights, a bad config)
 
 
 @dataclasses.dataclass
@@ -166,7 +168,7 @@ class EvalQueue:
 
     def _finish(self, job: EvalJob, reason: str, code: int | None) -> None:
         tail = _tail(job.log_path)
-        if job.attempt <= self.retries:
+        if job.attempt <= self.retries and code != INPUT_ERROR_EXIT:  # bad input stays bad: no retry
             self._events.append(EvalEvent("failed", job, reason, code, tail))
             self.pending.appendleft(job)  # retry first: it is the oldest checkpoint
         else:

@@ -97,6 +97,20 @@ def _weights(pl_module) -> list[torch.Tensor]:
     return [t for t in out if t.numel() > 0]
 
 
+def last_finite_checkpoint(rd: RunDir) -> Optional[Path]:
+    """Where a diverged run can be continued from: its newest complete checkpoint, or, when it wrote none,
+    the checkpoint its last launch started from (``resumed_from`` in run.json: another run's, through
+    ``run.resume_from``). Every checkpoint a guarded run writes passed the weight check."""
+    from ifdistill.train.checkpointing import find_resume_checkpoint, is_complete
+
+    own = find_resume_checkpoint(rd.checkpoints)
+    if own is not None:
+        return own
+    launches = (rd.read_meta() or {}).get("launches") or [{}]
+    origin = launches[-1].get("resumed_from")
+    return Path(origin) if origin and is_complete(origin) else None
+
+
 class NonFiniteGuard(Callback):
     """Act on a non-finite loss, gradient or weight with ``policy`` (module docstring)."""
 
@@ -157,10 +171,8 @@ class NonFiniteGuard(Callback):
                                    lambda d: d.setdefault("nonfinite_skipped", []).append(entry))
 
     def _diverged(self, trainer, step: int, quantity: str) -> TrainingDiverged:
-        from ifdistill.train.checkpointing import find_resume_checkpoint
-
         rd = self.run.dir if self.run is not None else None
-        ckpt = find_resume_checkpoint(rd.checkpoints) if rd is not None else None
+        ckpt = last_finite_checkpoint(rd) if rd is not None else None
         return TrainingDiverged(step, quantity, policy=self.policy, skipped=len(self.skipped),
                                 run_dir=rd.root if rd is not None else None, checkpoint=ckpt)
 

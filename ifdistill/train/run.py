@@ -164,12 +164,13 @@ def build_datamodule(cfg: DictConfig, rd: Optional[RunDir] = None, data=None):
 
 
 def start_checkpoint(origin: Path, digest: str) -> Path:
-    """The newest complete checkpoint of run directory ``origin`` (``run.resume_from``), where a new run
-    (another config hash: a changed learning rate after a divergence) starts; read, never changed."""
+    """The checkpoint of run directory ``origin`` (``run.resume_from``) where a new run (another config
+    hash: a changed learning rate after a divergence) starts: its newest, or the one it started from
+    (:func:`~ifdistill.train.divergence.last_finite_checkpoint`); read, never changed."""
     from ifdistill.config import ConfigError
-    from ifdistill.train.checkpointing import find_resume_checkpoint
+    from ifdistill.train.divergence import last_finite_checkpoint
 
-    ckpt = find_resume_checkpoint(RunDir(origin).checkpoints)
+    ckpt = last_finite_checkpoint(RunDir(origin))
     if ckpt is None:
         raise ConfigError(f"run.resume_from: {origin / 'checkpoints'} holds no complete checkpoint")
     meta = RunDir(origin).read_meta() or {}
