@@ -44,6 +44,7 @@ class EvalJob:
     started: float = 0.0
     log_path: Path | None = None
     benchmark: str | None = None  # an extra benchmark's name (callbacks.checkpoint_eval.evals); None: ``eval``
+    runner_retry: str | None = None  # why the runner itself retried the job (reported once, as ``failed``)
 
 
 @dataclasses.dataclass
@@ -151,6 +152,7 @@ class EvalQueue:
         still = []
         for job in self.running:
             code = self.runner.poll(job)
+            self._note_runner_retry(job)
             if code is None and self.clock() - job.started > self.timeout_s:
                 self.runner.kill(job)
                 self._finish(job, f"timed out after {self.timeout_s:.0f}s", self.runner.poll(job))
@@ -165,6 +167,18 @@ class EvalQueue:
                     reason = f"killed by signal {-code}"
                 self._finish(job, reason, code)
         self.running = still
+
+    def _note_runner_retry(self, job: EvalJob) -> None:
+        """A runner that retries a job itself -- the persistent evaluator whose engine died or hung hands
+        the job to a fresh process (``handle.fallback``) -- is reported once as a ``failed`` event with
+        the runner's log tail, so the fault is recorded like any failed attempt; the retry's result (or
+        failure) follows as usual."""
+        reason = getattr(job.handle, "fallback", None)
+        if reason and reason != job.runner_retry:
+            job.runner_retry = reason
+            tail = _tail(getattr(job.handle, "fault_log", None))
+            self._events.append(EvalEvent("failed", job, f"{reason}; retried in a fresh evaluator process",
+                                          None, tail))
 
     def _finish(self, job: EvalJob, reason: str, code: int | None) -> None:
         tail = _tail(job.log_path)

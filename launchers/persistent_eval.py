@@ -19,7 +19,9 @@ replies with an internal error:
 the server's process group is killed and the job is run again, at once, in a fresh per-checkpoint process
 from the job's own argv (its environment gets ``IFDISTILL_EVAL_FALLBACK=<reason>``, which results.json
 records as ``runtime.fallback``). The event is printed, appended to :attr:`PersistentRunner.events` and
-kept on the job's handle (``job.handle.fallback``). The *next* checkpoint starts a new server; after
+kept on the job's handle (``job.handle.fallback``); the queue reports it as a ``failed`` attempt, so
+``metrics.json`` records the fault with the server log's tail, resolved by the retry's result. The
+*next* checkpoint starts a new server; after
 ``max_server_starts`` servers every later checkpoint runs in its own process. An input error (bad export,
 bad config) is not a server fault: it is reported as exit code 2, as a fresh process would, and the
 server keeps running. Keep ``request_timeout_s`` well below the queue's ``timeout_s``: the queue's clock
@@ -63,6 +65,7 @@ class PersistentHandle:
     submitted: float = 0.0  # wall clock
     proc: Optional[subprocess.Popen] = None  # the per-checkpoint process (engine "process")
     fallback: Optional[str] = None
+    fault_log: Optional[Path] = None  # the failed server's log (its tail goes into metrics.json's failure)
     killed: bool = False
 
 
@@ -159,6 +162,7 @@ class PersistentRunner:
         print(f"[persistent-eval] step {job.step}: {reason}; evaluating it in a fresh ifdistill-eval process "
               f"(server log: {event['server_log']})", flush=True)
         job.handle = self._process(job, reason)
+        job.handle.fault_log = server.spool / "server.log"
 
     def _process(self, job: Any, fallback: Optional[str]) -> PersistentHandle:
         """The job in its own ``ifdistill-eval`` process, exactly as the per-process runner starts it

@@ -4,14 +4,15 @@ Four short ``ifdistill-train`` runs of the tiny model (full fine-tuning, constan
 checkpoint every step), in the order a researcher meets them:
 
 - ``healthy``: learning rate 1e-3 for 2 steps (the finite state a diverging run starts from);
-- ``stop``: the same with learning rate 1e40, started from ``healthy``'s step 2 (``run.resume_from``),
-  with the checkpoint-eval callback due at every step and W&B offline: Adam's first update is
-  ``lr * sign(g)``, which overflows float32 -- the weights after step 3 are not finite. It must exit 3
-  with one line naming step 3 and the weights, record ``diverged`` in run.json, metrics.json,
-  ``ifdistill-status`` and W&B, and write no checkpoint, export or evaluation of step 3;
+- ``stop``: the same with learning rate 1e30, started from ``healthy``'s step 2 (``run.resume_from``),
+  a checkpoint every 2 steps, the checkpoint-eval callback due at the same steps and W&B offline: Adam's
+  first update is ``lr * sign(g)``, so the weights after step 3 are ~1e30 (finite) and the loss of step 4
+  is NaN. It must exit 3 with one line naming step 4 and the loss, record ``diverged`` in run.json,
+  metrics.json, ``ifdistill-status`` and W&B, and write no checkpoint, export or evaluation of step 4;
+  its last finite checkpoint is the one it started from;
 - ``resumed``: the ``stop`` command with learning rate 1e-4 and ``run.resume_from=<stop's run dir>``:
   a new config hash, so a new run directory, starting from the last finite checkpoint (``healthy``'s
-  step 2, since ``stop`` wrote none) and training with 1e-4, not the restored 1e40, to the end;
+  step 2, since ``stop`` wrote none) and training with 1e-4, not the restored 1e30, to the end;
 - ``skip``: learning rate 1e30 from the start with ``run.on_nonfinite=skip`` and one skip allowed: step
   1's update leaves finite weights of ~1e30 whose loss is NaN at step 2 (skipped: its checkpoint
   equals step 1's, byte for byte in every tensor) and at step 3 (past the bound: stopped like ``stop``).
@@ -40,7 +41,8 @@ COMMON = [
     "trainer.log_every_n_steps=1", "optim.schedule=constant", "run.eval_every_n_steps=1000",
     "run.validate_at_start=false", "run.checkpoint_every_n_steps=1", "run.keep_last_checkpoints=10",
 ]
-EVERY_STEP_EVAL = ["callbacks=checkpoint_eval", "callbacks.checkpoint_eval.every_n_steps=1", "logger=wandb"]
+SPARSE = ["run.checkpoint_every_n_steps=2", "callbacks=checkpoint_eval", "callbacks.checkpoint_eval.every_n_steps=2",
+          "logger=wandb"]
 
 
 def train_cli(root: Path, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
@@ -74,8 +76,7 @@ def healthy(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def stopped(healthy, tmp_path_factory):
     root = tmp_path_factory.mktemp("stop")
-    proc, run_dir = train_cli(root, "optim.lr=1e40", "trainer.max_steps=4", f"run.resume_from={healthy}",
-                              *EVERY_STEP_EVAL)
+    proc, run_dir = train_cli(root, "optim.lr=1e30", "trainer.max_steps=4", f"run.resume_from={healthy}", *SPARSE)
     return proc, run_dir, root
 
 
@@ -84,25 +85,25 @@ def test_stop_exits_3_with_one_line_and_records_diverged(stopped, healthy):
     assert proc.returncode == 3, proc.stderr[-3000:]
     (line,) = error_lines(proc)
     origin = healthy / "checkpoints" / "step=000002.ckpt"
-    assert line.startswith("ifdistill-train: training diverged: non-finite weights after the update at "
-                           "optimizer step 3 (run.on_nonfinite=stop)"), line
+    assert line.startswith("ifdistill-train: training diverged: non-finite loss at optimizer step 4 "
+                           "(run.on_nonfinite=stop)"), line
     assert f"the last finite checkpoint is {origin}" in line and f"run.resume_from={run_dir} " in line
     assert "Traceback" not in proc.stderr
     record = launch(run_dir)["diverged"]
-    assert (record["step"], record["quantity"], record["checkpoint"]) == (3, "weights", str(origin))
+    assert (record["step"], record["quantity"], record["checkpoint"]) == (4, "loss", str(origin))
     assert "finished" not in launch(run_dir)
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert metrics["state"] == "diverged" and metrics["divergence"]["step"] == 3
+    assert metrics["state"] == "diverged" and metrics["divergence"]["step"] == 4
     assert run_status(run_dir)["state"] == "diverged"
     (wandb_dir,) = find_run_dirs(run_dir / "logs" / "wandb")
     wb = read_run(wandb_dir)
     assert wb["exit_code"] == 3
-    assert (wb["summary"]["run/state"], wb["summary"]["run/diverged_step"]) == ("diverged", 3)
+    assert (wb["summary"]["run/state"], wb["summary"]["run/diverged_step"]) == ("diverged", 4)
 
 
 def test_stop_writes_no_checkpoint_export_or_evaluation_of_the_diverged_step(stopped):
     _, run_dir, _ = stopped
-    # the checkpoint-eval callback was due at step 3 (every step): nothing was exported or evaluated
+    # checkpoint and checkpoint-eval callback were due at step 4: nothing was written, exported or evaluated
     assert ckpt_steps(run_dir) == []
     assert list((run_dir / "exports").iterdir()) == [] and list((run_dir / "evals").iterdir()) == []
     assert json.loads((run_dir / "metrics.json").read_text())["checkpoints"] == {}
@@ -121,7 +122,7 @@ def test_resume_with_a_smaller_learning_rate_is_a_new_run_from_the_last_finite_c
     assert ckpt_steps(run_dir) == [3, 4]  # it continued at step 2, where the healthy run stopped
     final = torch.load(run_dir / "checkpoints" / "step=000004.ckpt", map_location="cpu", weights_only=False)
     (group,) = final["optimizer_states"][0]["param_groups"]
-    assert group["lr"] == group["initial_lr"] == 1e-4  # this run's rate, not the restored 1e40
+    assert group["lr"] == group["initial_lr"] == 1e-4  # this run's rate, not the restored 1e30
     assert all(torch.isfinite(t).all() for t in final["state_dict"].values())
 
 
