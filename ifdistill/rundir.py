@@ -40,6 +40,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import re
 import socket
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -198,6 +199,15 @@ class RunDir:
         if meta and meta.get("launches"):
             meta["launches"][-1].update(fields)
             write_json_atomic(self.run_json, meta)
+
+
+STEP_RE = re.compile(r"step=(\d+)\.ckpt")
+
+
+def checkpoint_step(path: str | os.PathLike) -> Optional[int]:
+    """The step of a checkpoint named ``step=000200.ckpt``; ``None`` for anything else (temp files too)."""
+    m = STEP_RE.fullmatch(Path(path).name)
+    return int(m.group(1)) if m else None
 
 
 def step_dir_name(step: int) -> str:

@@ -30,7 +30,7 @@ from typing import Any, Iterable, Sequence
 
 from ifdistill.evaluator.output import METRICS
 from ifdistill.results import run_metrics
-from ifdistill.rundir import RUN_DIR_LINK, SUBDIRS, RunDir
+from ifdistill.rundir import RUN_DIR_LINK, SUBDIRS, RunDir, checkpoint_step
 
 MAX_DEPTH = 5
 
@@ -79,8 +79,6 @@ def _alive(pid: int | None, host: str | None) -> bool:
 
 
 def last_checkpoint_step(run: Path) -> int | None:
-    from ifdistill.train.checkpointing import checkpoint_step
-
     steps = [checkpoint_step(p) for p in (run / "checkpoints").glob("*")] if (run / "checkpoints").is_dir() else []
     steps = [s for s in steps if s is not None]
     return max(steps) if steps else None
