@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from ifdistill.evaluator.cli import compose_config
 from ifdistill.evaluator.errors import NonFiniteWeightsError
 from ifdistill.evaluator.model_source import resolve_model_source
 from ifdistill.hashing import weight_hashes
+from tests.support import eval_cli
 
 SMALL = ["eval=ifeval_local", "eval.backend=hf", "eval.data.max_examples=3", "eval.generation.max_new_tokens=4",
          "eval.runtime.progress=false"]
@@ -57,11 +56,7 @@ def test_the_finite_original_is_accepted(tiny_model_dir, tmp_path):
 
 def test_the_evaluator_refuses_a_nan_export_with_one_line_and_exit_2(tiny_model_dir, tmp_path):
     export, name = poisoned_export(tiny_model_dir, tmp_path, float("nan"))
-    out = tmp_path / "out"
-    script = Path(sys.executable).parent / "ifdistill-eval"
-    done = subprocess.run([str(script), *SMALL, f"export_dir={export}", f"output_dir={out}",
-                           f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=300)
+    done, out = eval_cli(tmp_path, *SMALL, f"export_dir={export}")
     assert done.returncode == 2, done.stderr[-2000:]
     errors = [ln for ln in done.stderr.splitlines() if ln.startswith("ifdistill-eval: error:")]
     assert errors == [f"ifdistill-eval: error: {export / 'model' / 'model.safetensors'}: tensor {name} holds 1 "
