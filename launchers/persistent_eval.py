@@ -12,7 +12,8 @@ its whole process group killed by :func:`~ifdistill.launchers.local_eval.kill_gr
 environment. Each server gets a fresh spool directory next to the run's evaluations
 (``evals/.eval-server-<n>/``: requests, replies, heartbeat and ``server.log``).
 
-Faults. A job whose server dies (its process exits), freezes (no heartbeat for ``heartbeat_timeout_s``),
+Faults. A job whose server dies (its process exits), loses its engine (a process of the engine died:
+the server writes ``engine_dead``), freezes (no heartbeat for ``heartbeat_timeout_s``),
 does not get its engine up within ``start_timeout_s``, hangs (no reply ``request_timeout_s`` after the
 request was sent or the engine came up, whichever is later: the start-up has its own timeout) or
 replies with an internal error:
@@ -45,7 +46,8 @@ from typing import Any, Optional
 from ifdistill.evaluator.output import RESULTS_FILE
 from ifdistill.evaluator.results import FALLBACK_ENV
 from ifdistill.launchers.local_eval import LocalRunner, die_with_parent, kill_group
-from ifdistill.evaluator.serve import HEARTBEAT, READY, STOP, init_spool, read_reply, servable, submit, touched_at
+from ifdistill.evaluator.serve import (ENGINE_DEAD, HEARTBEAT, READY, STOP, init_spool, read_reply, servable,
+                                       submit, touched_at)
 
 
 @dataclasses.dataclass
@@ -141,6 +143,8 @@ class PersistentRunner:
         code = h.server.proc.poll()
         if code is not None:
             return f"the server exited with code {code}"
+        if (h.server.spool / ENGINE_DEAD).is_file():
+            return f"the server's engine process(es) died: {(h.server.spool / ENGINE_DEAD).read_text()}"
         beat = touched_at(h.server.spool, HEARTBEAT) or h.server.started
         if now - beat > self.heartbeat_timeout_s:
             return f"no heartbeat from the server for {now - beat:.0f}s (timeout {self.heartbeat_timeout_s:.0f}s)"

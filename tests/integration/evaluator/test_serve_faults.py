@@ -9,6 +9,9 @@ the evaluation is mostly preparing and loading the weights, generation takes und
   engine processes are orphaned; the runner sees the death, kills the server's process group and
   evaluates the checkpoint in a fresh ``ifdistill-eval`` process (a fresh engine); the third checkpoint
   starts a new server;
+- engine killed: the server's engine processes (vLLM's engine core) are SIGKILLed -- the server lives,
+  its request would wait forever; its heartbeat thread sees the engine gone and says so (``engine_dead``),
+  and the runner falls back at once instead of after ``request_timeout_s``;
 - hung: the server's engine processes are SIGSTOPped -- the server itself stays alive and keeps its
   heartbeat, its request never returns; past ``request_timeout_s`` the runner kills it and falls back.
 
@@ -99,7 +102,7 @@ def fresh_second(exports, tuned, tmp_path_factory):
     return (out / "samples.jsonl").read_bytes()
 
 
-@pytest.mark.parametrize("fault", ["killed", "hung"])
+@pytest.mark.parametrize("fault", ["killed", "engine_killed", "hung"])
 def test_fault_is_recorded_retried_on_a_fresh_engine_and_leaves_no_process(fault, exports, fresh_second, tuned,
                                                                            tmp_path):
     run = RunDir(tmp_path / "run")
@@ -111,13 +114,18 @@ def test_fault_is_recorded_retried_on_a_fresh_engine_and_leaves_no_process(fault
     def kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
+    def kill_engine(pid: int) -> None:
+        for child in descendants(pid):  # the engine core and worker; the server lives on
+            os.kill(child, signal.SIGKILL)
+
     def hang(pid: int) -> None:
         for child in descendants(pid):  # the engine core and worker: the server waits on them forever
             os.kill(child, signal.SIGSTOP)
 
     before, started, sessions = descendants(os.getpid()), time.perf_counter(), set()
     try:
-        events, hit, longest = run_with_fault(evaluations, exports, kill if fault == "killed" else hang, sessions)
+        events, hit, longest = run_with_fault(evaluations, exports, {"killed": kill, "engine_killed": kill_engine,
+                                                                     "hung": hang}[fault], sessions)
     finally:
         runner.close()
     print(f"\n{fault}: {time.perf_counter() - started:.0f} s, longest poll {longest:.1f} s")
@@ -131,7 +139,9 @@ def test_fault_is_recorded_retried_on_a_fresh_engine_and_leaves_no_process(fault
     assert [pid for sid in sessions for pid in session_members(sid)] == []
     (event,) = runner.events
     assert event["step"] == 20
-    assert ("exited with code" in event["reason"]) if fault == "killed" else ("no reply" in event["reason"])
+    print(f"{fault}: {event['reason'].splitlines()[0]}")
+    expected = {"killed": "exited with code", "engine_killed": "engine process(es) died", "hung": "no reply"}[fault]
+    assert expected in event["reason"], event["reason"]
     assert runner.server_starts == 2  # the third checkpoint went to a new server
     # recorded: metrics.json holds the fault of step 20 with its reason and the server's log, then its result
     metrics = run_metrics.read(run.root)
