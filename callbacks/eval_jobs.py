@@ -3,7 +3,8 @@
 Each checkpoint evaluation is a separate OS process (the same ``ifdistill-eval`` program a researcher runs
 by hand), started in its own session so a crash, an OOM kill or a hang stays outside the trainer.
 The trainer polls the queue between steps (:meth:`EvalQueue.poll`): finished jobs are reported once,
-failed ones are retried up to ``retries`` times, and a job past ``timeout_s`` is killed (its whole
+failed ones are retried up to ``retries`` times (not an input error, exit code 2: a corrupt or non-finite
+export fails the same way again), and a job past ``timeout_s`` is killed (its whole
 process group, vLLM's engine and workers included) and counts as a failure.
 
 When evaluations fall behind (``max_running`` jobs running and ``max_pending`` waiting), ``policy`` says
@@ -28,6 +29,7 @@ from ifdistill.evaluator.output import RESULTS_FILE
 from ifdistill.launchers.runners import Runner, make_runner
 
 Policy = Literal["wait", "skip_new", "drop_oldest"]
+INPUT_ERROR_EXIT = 2  # ifdistill-eval's exit code for bad input (an export with NaN weights, a bad config)
 
 
 @dataclasses.dataclass
@@ -42,6 +44,7 @@ class EvalJob:
     started: float = 0.0
     log_path: Path | None = None
     benchmark: str | None = None  # an extra benchmark's name (callbacks.checkpoint_eval.evals); None: ``eval``
+    runner_retry: str | None = None  # why the runner itself retried the job (reported once, as ``failed``)
 
 
 @dataclasses.dataclass
@@ -149,6 +152,7 @@ class EvalQueue:
         still = []
         for job in self.running:
             code = self.runner.poll(job)
+            self._note_runner_retry(job)
             if code is None and self.clock() - job.started > self.timeout_s:
                 self.runner.kill(job)
                 self._finish(job, f"timed out after {self.timeout_s:.0f}s", self.runner.poll(job))
@@ -164,9 +168,21 @@ class EvalQueue:
                 self._finish(job, reason, code)
         self.running = still
 
+    def _note_runner_retry(self, job: EvalJob) -> None:
+        """A runner that retries a job itself -- the persistent evaluator whose engine died or hung hands
+        the job to a fresh process (``handle.fallback``) -- is reported once as a ``failed`` event with
+        the runner's log tail, so the fault is recorded like any failed attempt; the retry's result (or
+        failure) follows as usual."""
+        reason = getattr(job.handle, "fallback", None)
+        if reason and reason != job.runner_retry:
+            job.runner_retry = reason
+            tail = _tail(getattr(job.handle, "fault_log", None))
+            self._events.append(EvalEvent("failed", job, f"{reason}; retried in a fresh evaluator process",
+                                          None, tail))
+
     def _finish(self, job: EvalJob, reason: str, code: int | None) -> None:
         tail = _tail(job.log_path)
-        if job.attempt <= self.retries:
+        if job.attempt <= self.retries and code != INPUT_ERROR_EXIT:  # bad input stays bad: no retry
             self._events.append(EvalEvent("failed", job, reason, code, tail))
             self.pending.appendleft(job)  # retry first: it is the oldest checkpoint
         else:

@@ -18,7 +18,8 @@ Layout of ``<paths.output_root>/<task_name>/runs/<run_id>/`` (``run_id = <run.na
     run.lock             who trains here now (host, pid, start time); ifdistill.train.run_lock
     config.yaml          the resolved config (with paths), rewritten at every launch
     run.json             run_id, config_hash, hash_ignore, the hashed config, and one entry per launch
-                         (time, host, pid, resumed_from; finished + final_step when it reached the end)
+                         (time, host, pid, resumed_from; finished + final_step when it reached the end,
+                         diverged when it stopped on a non-finite value)
     metrics.json         every checkpoint evaluation and failure (ifdistill.results.run_metrics)
     checkpoints/         Lightning checkpoints: step=000200.ckpt ... (files, or folders for DeepSpeed/FSDP2)
     exports/step_000200/ HF-format exports for the checkpoint evaluations (export.json written last)
@@ -39,6 +40,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import re
 import socket
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -224,11 +226,24 @@ class RunDir:
         """Record that the current launch stopped early for a requeue (checkpoint of ``step`` saved)."""
         self._update_launch(stopped=now_iso(), stopped_at_step=int(step), stop_reason=reason)
 
+    def mark_diverged(self, record: dict[str, Any]) -> None:
+        """Record that the current launch stopped on a non-finite value (:mod:`ifdistill.train.divergence`)."""
+        self._update_launch(diverged=record)
+
     def _update_launch(self, **fields: Any) -> None:
         meta = self.read_meta()
         if meta and meta.get("launches"):
             meta["launches"][-1].update(fields)
             write_json_atomic(self.run_json, meta)
+
+
+STEP_RE = re.compile(r"step=(\d+)\.ckpt")
+
+
+def checkpoint_step(path: str | os.PathLike) -> Optional[int]:
+    """The step of a checkpoint named ``step=000200.ckpt``; ``None`` for anything else (temp files too)."""
+    m = STEP_RE.fullmatch(Path(path).name)
+    return int(m.group(1)) if m else None
 
 
 def step_dir_name(step: int) -> str:

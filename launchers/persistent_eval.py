@@ -12,14 +12,17 @@ its whole process group killed by :func:`~ifdistill.launchers.local_eval.kill_gr
 environment. Each server gets a fresh spool directory next to the run's evaluations
 (``evals/.eval-server-<n>/``: requests, replies, heartbeat and ``server.log``).
 
-Faults. A job whose server dies (its process exits), freezes (no heartbeat for ``heartbeat_timeout_s``),
+Faults. A job whose server dies (its process exits), loses its engine (a process of the engine died:
+the server writes ``engine_dead``), freezes (no heartbeat for ``heartbeat_timeout_s``),
 does not get its engine up within ``start_timeout_s``, hangs (no reply ``request_timeout_s`` after the
 request was sent or the engine came up, whichever is later: the start-up has its own timeout) or
 replies with an internal error:
 the server's process group is killed and the job is run again, at once, in a fresh per-checkpoint process
 from the job's own argv (its environment gets ``IFDISTILL_EVAL_FALLBACK=<reason>``, which results.json
 records as ``runtime.fallback``). The event is printed, appended to :attr:`PersistentRunner.events` and
-kept on the job's handle (``job.handle.fallback``). The *next* checkpoint starts a new server; after
+kept on the job's handle (``job.handle.fallback``); the queue reports it as a ``failed`` attempt, so
+``metrics.json`` records the fault with the server log's tail, resolved by the retry's result. The
+*next* checkpoint starts a new server; after
 ``max_server_starts`` servers every later checkpoint runs in its own process. An input error (bad export,
 bad config) is not a server fault: it is reported as exit code 2, as a fresh process would, and the
 server keeps running. Keep ``request_timeout_s`` well below the queue's ``timeout_s``: the queue's clock
@@ -43,7 +46,8 @@ from typing import Any, Optional
 from ifdistill.evaluator.output import RESULTS_FILE
 from ifdistill.evaluator.results import FALLBACK_ENV
 from ifdistill.launchers.local_eval import LocalRunner, die_with_parent, kill_group
-from ifdistill.evaluator.serve import HEARTBEAT, READY, STOP, init_spool, read_reply, servable, submit, touched_at
+from ifdistill.evaluator.serve import (ENGINE_DEAD, HEARTBEAT, READY, STOP, init_spool, read_reply, servable,
+                                       submit, touched_at)
 
 
 @dataclasses.dataclass
@@ -63,6 +67,7 @@ class PersistentHandle:
     submitted: float = 0.0  # wall clock
     proc: Optional[subprocess.Popen] = None  # the per-checkpoint process (engine "process")
     fallback: Optional[str] = None
+    fault_log: Optional[Path] = None  # the failed server's log (its tail goes into metrics.json's failure)
     killed: bool = False
 
 
@@ -138,6 +143,8 @@ class PersistentRunner:
         code = h.server.proc.poll()
         if code is not None:
             return f"the server exited with code {code}"
+        if (h.server.spool / ENGINE_DEAD).is_file():
+            return f"the server's engine process(es) died: {(h.server.spool / ENGINE_DEAD).read_text()}"
         beat = touched_at(h.server.spool, HEARTBEAT) or h.server.started
         if now - beat > self.heartbeat_timeout_s:
             return f"no heartbeat from the server for {now - beat:.0f}s (timeout {self.heartbeat_timeout_s:.0f}s)"
@@ -159,6 +166,7 @@ class PersistentRunner:
         print(f"[persistent-eval] step {job.step}: {reason}; evaluating it in a fresh ifdistill-eval process "
               f"(server log: {event['server_log']})", flush=True)
         job.handle = self._process(job, reason)
+        job.handle.fault_log = server.spool / "server.log"
 
     def _process(self, job: Any, fallback: Optional[str]) -> PersistentHandle:
         """The job in its own ``ifdistill-eval`` process, exactly as the per-process runner starts it

@@ -58,6 +58,16 @@ def run_python(code: str, env_extra: dict | None = None) -> subprocess.Completed
                           env=env, timeout=120)
 
 
+def eval_cli(tmp_path: Path, *overrides: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """``ifdistill-eval <overrides>`` as a user runs it, writing to ``tmp_path/out``; returns the finished
+    process and that output directory."""
+    out = tmp_path / "out"
+    script = Path(sys.executable).parent / "ifdistill-eval"
+    done = subprocess.run([str(script), *overrides, f"output_dir={out}", f"hydra.run.dir={tmp_path / 'run'}"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    return done, out
+
+
 def flip_bytes(path, n: int = 4096) -> None:
     """Invert ``n`` bytes in the middle of a file (same size, so only a content check can notice)."""
     size = os.path.getsize(path)

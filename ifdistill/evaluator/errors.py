@@ -29,6 +29,10 @@ class CorruptExportError(EvaluatorError):
     """A training export's weight file is missing, unrecorded or differs from the sha256 in export.json."""
 
 
+class NonFiniteWeightsError(CorruptExportError):
+    """A weight tensor holds NaN or infinity (a diverged run, or a tool that wrote one): never scored."""
+
+
 class AdapterMismatchError(EvaluatorError):
     """A LoRA adapter's modules or shapes do not fit the base model it is applied to."""
 

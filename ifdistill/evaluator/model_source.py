@@ -20,7 +20,8 @@ every LoRA module must exist in the base with matching in/out features.
 A training export is verified before anything is loaded (:func:`verify_export`): every weight file of
 the evaluated part must carry the sha256 that ``export.json`` recorded when the export was written, so a
 file damaged on disk or in a copy is refused instead of being scored. A plain HF directory given as
-``export_dir`` records no digests and is loaded as it is.
+``export_dir`` records no digests and is loaded as it is. Either kind is refused when a weight tensor
+holds a NaN or an infinity (:func:`check_finite`: a diverged run's weights, whoever wrote them).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-from ifdistill.evaluator.errors import AdapterMismatchError, CorruptExportError, ModelNotFoundError
+from ifdistill.evaluator.errors import (AdapterMismatchError, CorruptExportError, ModelNotFoundError,
+                                       NonFiniteWeightsError)
 from ifdistill.hashing import weight_files, weight_hashes, weight_sha256
 from ifdistill.rundir import EXPORT_JSON
 
@@ -147,6 +149,39 @@ def verify_export(export: str | os.PathLike, parts: Optional[tuple[str, ...]] = 
                                      f"{meta}: the file is corrupt; re-export the checkpoint or evaluate another step")
 
 
+def check_finite(folder: str | os.PathLike) -> None:
+    """Raise :class:`NonFiniteWeightsError` naming the file and the tensor when a floating-point tensor of a
+    weight file under ``folder`` holds a NaN or an infinity: such weights (a diverged run's, or a tool's
+    that wrote them) would be scored as if they were a model.
+
+    Tensors are streamed one at a time (``safe_open`` maps the file; a ``.bin`` is memory-mapped), so
+    the check holds one tensor in memory and reads each byte once -- after :func:`verify_export` hashed
+    the same files, from the page cache."""
+    import torch
+
+    for path in weight_files(folder, recursive=True):
+        for name, tensor in _tensors(path):
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                bad = int((~torch.isfinite(tensor)).sum())
+                raise NonFiniteWeightsError(
+                    f"{path}: tensor {name} holds {bad} non-finite values (NaN or infinity) of {tensor.numel()}: "
+                    "these weights diverged and are not evaluated; evaluate an earlier checkpoint")
+
+
+def _tensors(path: Path):
+    """``(name, tensor)`` of a weight file, one at a time."""
+    if path.name.endswith(".safetensors"):
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as st:
+            for key in st.keys():
+                yield key, st.get_tensor(key)
+        return
+    import torch
+
+    yield from torch.load(path, map_location="cpu", mmap=True, weights_only=True).items()
+
+
 def resolve_model_source(model_cfg: Any, *, adapter_dir: Optional[str] = None, export_dir: Optional[str] = None,
                          export_kind: str = "auto") -> ModelSource:
     """Resolve the config's model keys to a :class:`ModelSource` (checks the adapter against its base)."""
@@ -162,6 +197,7 @@ def resolve_model_source(model_cfg: Any, *, adapter_dir: Optional[str] = None, e
         part, kind = _pick_export_part(export, export_kind)
         if part != export and (export / EXPORT_JSON).is_file():
             verify_export(export, (part.name,))
+        check_finite(part)  # an export of any origin, verified or not
         configured = str(export.resolve())
         if kind == "adapter":
             adapter_dir = str(part)

@@ -30,7 +30,9 @@ sees half a file): the client writes ``requests/<id>.json`` (``{"id", "argv"}``)
 the oldest, runs it and writes ``replies/<id>.json`` (``{"id", "status": ok | input_error | error,
 "exit_code", "error"}``: 0, 2 like ``ifdistill-eval``'s input errors, 1 for anything else, after
 which the server exits -- its engine's state is unknown). ``heartbeat`` is touched every second by a
-thread of the server; ``ready`` is touched whenever an engine has finished starting (so a client can
+thread of the server, which also watches the running engine's processes: when one dies (vLLM's engine
+core killed, OOM), a request waiting on it would never return, so the thread writes ``engine_dead``
+(the dead pids) and stops beating; ``ready`` is touched whenever an engine has finished starting (so a client can
 time a request's evaluation apart from the engine's start-up); ``stop`` asks it to finish the current
 request and exit. The client
 (:mod:`ifdistill.launchers.persistent_eval`) detects a dead server (its process), a frozen one (a
@@ -53,6 +55,7 @@ from typing import Any, Optional, Sequence
 log = logging.getLogger("ifdistill.evaluator.serve")
 
 REQUESTS, REPLIES, HEARTBEAT, STOP, PID, READY = "requests", "replies", "heartbeat", "stop", "server.pid", "ready"
+ENGINE_DEAD = "engine_dead"  # written by the server when a process of its running engine has died
 #: Test-only: "1" skips the prefix-cache reset between checkpoints (shows that the reset matters).
 NO_PREFIX_RESET_ENV = "IFDISTILL_SERVE_NO_PREFIX_RESET"
 HEARTBEAT_EVERY_S = 1.0
@@ -114,6 +117,27 @@ def job_overrides(argv: Sequence[str]) -> list[str]:
     return out
 
 
+# -- the engine's processes ---------------------------------------------------------------------------
+def child_processes(pid: int) -> set[int]:
+    """The live child processes of ``pid`` (Linux ``/proc``; empty where it cannot be read)."""
+    found: set[int] = set()
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            found.update(int(c) for c in children.read_text().split())
+        except OSError:
+            continue
+    return {c for c in found if process_alive(c)}
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie -- killed, not reaped yet -- does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
 # -- the engine and what it holds -------------------------------------------------------------------
 def _architecture(model_dir: str) -> dict[str, Any]:
     cfg = json.loads((Path(model_dir) / "config.json").read_text())
@@ -129,6 +153,7 @@ class ServedEngine:
         self.key: Optional[str] = None
         self.weights: Optional[dict[str, str]] = None  # sha256 per weight file of the loaded (base) weights
         self.served = 0
+        self.processes: frozenset[int] = frozenset()  # the running engine's processes (vLLM's engine core)
 
     def _key(self, plan: Any) -> str:
         """Everything that fixes an engine at start-up; a request with another key needs a new one."""
@@ -147,6 +172,7 @@ class ServedEngine:
         self.backend = make_backend(s, plan.source, context_len=plan.context_len, seed=s.generation.seed,
                                     persistent=True)
         self.key, self.weights = self._key(plan), plan.model_identity["weights_sha256"]
+        self.processes = frozenset(child_processes(os.getpid()))
         if self.on_start is not None:
             self.on_start()
 
@@ -188,7 +214,12 @@ class ServedEngine:
         if self.backend is not None and hasattr(self.backend, "sleep"):
             self.backend.sleep()
 
+    def dead_processes(self) -> list[int]:
+        """Processes of the running engine that have died (the server would wait on them forever)."""
+        return sorted(p for p in self.processes if not process_alive(p))
+
     def close(self) -> None:
+        self.processes = frozenset()  # first: its processes end on purpose now
         backend, self.backend, self.key, self.weights = self.backend, None, None, None
         if backend is not None:
             backend.close()
@@ -215,9 +246,16 @@ def handle(engine: ServedEngine, argv: Sequence[str]) -> dict[str, Any]:
             "metrics": results["metrics"], "runtime": runtime}
 
 
-def _beat(spool: Path, stop: threading.Event) -> None:
+def _beat(spool: Path, stop: threading.Event, engine: ServedEngine) -> None:
+    """Touch the heartbeat every second; when a process of the running engine has died, say so in
+    ``ENGINE_DEAD`` instead (a request waiting on that engine never returns) and stop beating."""
     path = spool / HEARTBEAT
     while not stop.is_set():
+        dead = engine.dead_processes()
+        if dead:
+            write_json_atomic(spool / ENGINE_DEAD, {"pids": dead, "time": time.time()})
+            log.error("engine process(es) %s died", dead)
+            return
         path.touch()
         stop.wait(HEARTBEAT_EVERY_S)
 
@@ -226,8 +264,8 @@ def serve(spool: str | os.PathLike, poll_s: float = 0.2) -> int:
     root = init_spool(spool)
     (root / PID).write_text(str(os.getpid()))
     stop = threading.Event()
-    threading.Thread(target=_beat, args=(root, stop), daemon=True, name="heartbeat").start()
     engine, code = ServedEngine(on_start=(root / READY).touch), 0
+    threading.Thread(target=_beat, args=(root, stop, engine), daemon=True, name="heartbeat").start()
     log.info("serving evaluations from %s (pid %d)", root, os.getpid())
     try:
         while not (root / STOP).exists():

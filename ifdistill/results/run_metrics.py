@@ -16,7 +16,12 @@ Layout::
      "evals": {"<name>": {"<step>": {...as under checkpoints...}}},
      "failures": [{"step": int, "attempt": int, "reason": str, "exit_code": int | null,
                    "stderr_tail": str, "time": float, "benchmark"?: str}],
-     "train": {"<step>": {"train/tfa": ..., ...}}}
+     "train": {"<step>": {"train/tfa": ..., ...}},
+     "state"?: "diverged", "divergence"?: {"step", "quantity", "policy", "skipped", "checkpoint", "time"},
+     "nonfinite_skipped"?: [{"step": int, "quantity": "loss" | "gradient"}]}
+
+``state``/``divergence`` and ``nonfinite_skipped`` are written by training's divergence guard
+(:mod:`ifdistill.train.divergence`): a run stopped on a non-finite value, and the steps it skipped.
 
 ``checkpoints`` holds the evaluations with the run's ``eval`` section; a run that evaluates more
 benchmarks per checkpoint (``callbacks.checkpoint_eval.evals``) keeps each under ``evals/<name>``, and

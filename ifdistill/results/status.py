@@ -5,6 +5,8 @@ directory (a sweep's ``<n>_<overrides>/``) holds ``run_dir.txt`` pointing at the
 directories are named by config hash, not by Hydra. State:
 
 - ``finished``  the last launch recorded its end (``finished`` in ``run.json``);
+- ``diverged``  the last launch stopped on a non-finite loss, gradient or weight (``diverged`` in
+  ``run.json``: step and quantity; :mod:`ifdistill.train.divergence`);
 - ``running``   the last launch's process is alive on this host;
 - ``requeued``  the last launch saved its step on a requeue signal (time limit, preemption) and handed the
   job back (``stopped_at_step`` in ``run.json``); the next launch resumes there;
@@ -28,7 +30,7 @@ from typing import Any, Iterable, Sequence
 
 from ifdistill.evaluator.output import METRICS
 from ifdistill.results import run_metrics
-from ifdistill.rundir import RUN_DIR_LINK, SUBDIRS, RunDir
+from ifdistill.rundir import RUN_DIR_LINK, SUBDIRS, RunDir, checkpoint_step
 
 MAX_DEPTH = 5
 
@@ -77,8 +79,6 @@ def _alive(pid: int | None, host: str | None) -> bool:
 
 
 def last_checkpoint_step(run: Path) -> int | None:
-    from ifdistill.train.checkpointing import checkpoint_step
-
     steps = [checkpoint_step(p) for p in (run / "checkpoints").glob("*")] if (run / "checkpoints").is_dir() else []
     steps = [s for s in steps if s is not None]
     return max(steps) if steps else None
@@ -91,6 +91,8 @@ def run_status(run: Path) -> dict[str, Any]:
         state = "finished"
     elif launch.get("failed"):  # stopped on an input error (run.json's launch names it)
         state = "failed"
+    elif launch.get("diverged"):
+        state = "diverged"
     elif _alive(launch.get("pid"), launch.get("host")):
         state = "running"
     elif launch.get("stopped_at_step") is not None:

@@ -28,7 +28,6 @@ import errno
 import io
 import logging
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -41,9 +40,10 @@ import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint
 
+from ifdistill.rundir import checkpoint_step  # noqa: F401  (the checkpoint name's step: the run layout's rule)
+
 log = logging.getLogger(__name__)
 
-STEP_RE = re.compile(r"step=(\d+)\.ckpt")
 FILENAME = "step={step:06d}"
 SET_ASIDE = "set_aside"  # checkpoints/set_aside/: incomplete or unreadable checkpoints, kept for inspection
 TMP_SUFFIX = ".tmp"
@@ -59,12 +59,6 @@ def writing_marker(path: str | Path) -> Path:
 
 class CheckpointWriteError(OSError):
     """A checkpoint could not be written (the message names the path and, for a full disk, the free space)."""
-
-
-def checkpoint_step(path: str | Path) -> Optional[int]:
-    """The step of a checkpoint named ``step=000200.ckpt``; ``None`` for anything else (temp files too)."""
-    m = STEP_RE.fullmatch(Path(path).name)
-    return int(m.group(1)) if m else None
 
 
 def _zip_ok(path: Path, verify: bool = False) -> bool:

@@ -10,7 +10,8 @@ Examples::
 Re-running the same command after a crash resumes the run from its newest complete checkpoint (the
 run directory is named by the config hash, see :mod:`ifdistill.rundir`). A mistake the user can
 fix -- a config value, a data file, a model that is not here, a run directory in use, a full disk -- is
-printed as one line and exits 2 (``HYDRA_FULL_ERROR=1`` shows the traceback).
+printed as one line and exits 2 (``HYDRA_FULL_ERROR=1`` shows the traceback); a run that diverged
+(a non-finite loss, gradient or weight, :mod:`ifdistill.train.divergence`) prints one line and exits 3.
 """
 
 from __future__ import annotations
@@ -43,10 +44,23 @@ def user_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
+def diverged() -> tuple[type[BaseException], ...]:
+    """:class:`~ifdistill.train.divergence.TrainingDiverged` when training got as far as loading it."""
+    module = sys.modules.get("ifdistill.train.divergence")
+    return (module.TrainingDiverged,) if module is not None else ()
+
+
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
 def main(cfg: DictConfig) -> None:
     try:
         _main(cfg)
+    except diverged() as err:  # recorded in the run directory already; one line on rank 0, exit 3
+        from ifdistill.train.divergence import EXIT_DIVERGED
+        from lightning.fabric.utilities.rank_zero import _get_rank
+
+        if int(_get_rank() or 0) == 0:
+            print(f"ifdistill-train: {err}", file=sys.stderr, flush=True)
+        sys.exit(EXIT_DIVERGED)
     except user_errors() as err:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import numbers
+from pathlib import Path
 from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
@@ -86,6 +87,8 @@ RANGES: list[tuple[str, Callable[[Any], bool], str]] = [
     ("run.eval_every_n_steps", lambda v: _int(v) and v >= 1, "an integer >= 1"),
     ("run.keep_last_checkpoints", lambda v: _int(v) and v >= 1, "an integer >= 1 (a run resumes from the last)"),
     ("run.resume", lambda v: v in ("auto", "never", "required"), "auto, never or required"),
+    ("run.on_nonfinite", lambda v: v in ("stop", "skip"), "stop or skip"),
+    ("run.max_skipped_steps", lambda v: _int(v) and v >= 0, "an integer >= 0"),
 ]
 
 
@@ -190,6 +193,21 @@ def check_extra_evals(cfg: DictConfig) -> list[str]:
     return problems
 
 
+def check_divergence_policy(cfg: DictConfig) -> list[str]:
+    """``run.on_nonfinite=skip`` needs an optimizer that steps from ``param.grad`` (not DeepSpeed's
+    partitions, :mod:`ifdistill.train.divergence`); ``run.resume_from`` names a run directory."""
+    problems = []
+    node = OmegaConf.select(cfg, "trainer.strategy", default="")
+    strategy = str(node.get("_target_", "") if OmegaConf.is_dict(node) else node or "")
+    if OmegaConf.select(cfg, "run.on_nonfinite") == "skip" and "deepspeed" in strategy.lower():
+        problems.append("run.on_nonfinite=skip is not available with DeepSpeed (its optimizer steps from its "
+                        "own gradient partitions): use run.on_nonfinite=stop")
+    origin = OmegaConf.select(cfg, "run.resume_from")
+    if origin and not (Path(str(origin)) / "checkpoints").is_dir():
+        problems.append(f"run.resume_from: {origin} is not a run directory (it has no checkpoints/)")
+    return problems
+
+
 def preflight(cfg: DictConfig, *, check_model: bool = True) -> None:
     """Raise :class:`PreflightError` listing every problem of ``cfg`` that shows without loading a model."""
     problems: list[str] = []
@@ -201,6 +219,7 @@ def preflight(cfg: DictConfig, *, check_model: bool = True) -> None:
     if unknown:
         problems.append(f"unknown top-level key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}")
     problems += check_ranges(cfg)
+    problems += check_divergence_policy(cfg)
     problems += check_data(cfg.get("data"), cfg.get("method"), cfg.get("model"))
     if not problems:  # importing the targets (Lightning, the module classes) takes seconds: only now
         for name in TARGETS:

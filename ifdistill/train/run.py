@@ -8,11 +8,14 @@ composed config. Order matters:
 2. derive the run directory from the config hash, take its lock (:class:`~ifdistill.train.run_lock.RunLock`:
    a second launch on a live run is refused, naming the holder), and look for a checkpoint to resume from
    (``run.resume``: ``auto`` resumes when one exists, ``never`` refuses an existing run, ``required``
-   fails without one) -- re-running a crashed command therefore continues it;
+   fails without one) -- re-running a crashed command therefore continues it; a run without checkpoints
+   of its own starts from the newest one of ``run.resume_from`` (another run directory: after a
+   divergence, the same run with a changed learning rate, :mod:`ifdistill.train.divergence`);
 3. build the datamodule, the module (``method`` group, ``_target_`` = the module class), callbacks
    (checkpointing + the ``callbacks`` group), loggers (``logger`` group) and the ``Trainer``
    (``trainer`` group, with the strategy it names);
-4. ``trainer.fit(..., ckpt_path=<checkpoint>)``; on a requeue signal (SLURM time limit, preemption) the
+4. ``trainer.fit(..., ckpt_path=<checkpoint>)``; a non-finite loss, gradient or weight stops it as
+   ``diverged`` (or skips the step: ``run.on_nonfinite``); on a requeue signal (SLURM time limit, preemption) the
    step is checkpointed and the job requeued (:mod:`ifdistill.train.preemption`).
 
 Translations made here, so the configs can stay declarative: ``trainer.enable_progress_bar: auto`` is a
@@ -122,19 +125,24 @@ def build_loggers(cfg: DictConfig, rd: RunDir, rid: str) -> list:
     return [instantiate(node, **kwargs)]
 
 
-def _callbacks(cfg: DictConfig, run: RunInfo, *, progress_bar: bool) -> list:
-    """Checkpointing and requeue handling, then the ``callbacks`` group; a callback whose constructor
-    takes ``run`` is given the :class:`~ifdistill.rundir.RunInfo` of this run."""
+def _callbacks(cfg: DictConfig, run: RunInfo, *, progress_bar: bool, started_elsewhere: bool = False) -> list:
+    """The divergence guard, checkpointing and requeue handling, then the ``callbacks`` group; a callback
+    whose constructor takes ``run`` is given the :class:`~ifdistill.rundir.RunInfo` of this run."""
     from hydra.utils import get_class, instantiate
 
     from ifdistill.train.checkpointing import StepCheckpoint
+    from ifdistill.train.divergence import ConfiguredLearningRate, NonFiniteGuard
     from ifdistill.train.preemption import RequeueOnSignal
 
     from ifdistill.train.progress import ProgressLog, StepProgressBar
 
     checkpoint = StepCheckpoint(run.dir.checkpoints, every_n_steps=cfg.run.checkpoint_every_n_steps,
                                 keep_last=cfg.run.keep_last_checkpoints)
-    callbacks = [checkpoint, RequeueOnSignal(checkpoint)]
+    # first: a non-finite step stops before any later callback exports or evaluates its weights
+    guard = NonFiniteGuard(str(cfg.run.get("on_nonfinite", "stop")), int(cfg.run.get("max_skipped_steps", 10)), run)
+    callbacks = [guard, checkpoint, RequeueOnSignal(checkpoint)]
+    if started_elsewhere:  # run.resume_from: this run's learning rate, not the restored one
+        callbacks.append(ConfiguredLearningRate())
     if progress_bar:
         callbacks.append(StepProgressBar())
     else:  # a log, not a terminal: plain progress lines instead of a bar
@@ -178,6 +186,22 @@ def build_datamodule(cfg: DictConfig, rd: Optional[RunDir] = None, data=None):
                            **_container(cfg.datamodule))
 
 
+def start_checkpoint(origin: Path, digest: str) -> Path:
+    """The checkpoint of run directory ``origin`` (``run.resume_from``) where a new run (another config
+    hash: a changed learning rate after a divergence) starts: its newest, or the one it started from
+    (:func:`~ifdistill.train.divergence.last_finite_checkpoint`); read, never changed."""
+    from ifdistill.config import ConfigError
+    from ifdistill.train.divergence import last_finite_checkpoint
+
+    ckpt = last_finite_checkpoint(RunDir(origin))
+    if ckpt is None:
+        raise ConfigError(f"run.resume_from: {origin / 'checkpoints'} holds no complete checkpoint")
+    meta = RunDir(origin).read_meta() or {}
+    log.warning("starting from %s of run %s (config hash %s); this run's config hash is %s: a new run",
+                ckpt, meta.get("run_id", origin.name), str(meta.get("config_hash", "?"))[:12], digest[:12])
+    return ckpt
+
+
 def train(cfg: DictConfig, *, checked: bool = False) -> dict[str, Any]:
     """Train as configured; returns run id, hash, run dir, final step and the last logged metrics.
 
@@ -214,6 +238,7 @@ def _train_locked(cfg: DictConfig, rd: RunDir, rid: str, digest: str, lock: Opti
     from hydra.utils import instantiate
 
     from ifdistill.train.checkpointing import find_resume_checkpoint
+    from ifdistill.train.divergence import TrainingDiverged, record_divergence
     from ifdistill.train.preemption import RequeueOnSignal, TrainingPreempted
     from ifdistill.train.progress import want_progress_bar
     from ifdistill.sweeps import swept_values
@@ -222,6 +247,9 @@ def _train_locked(cfg: DictConfig, rd: RunDir, rid: str, digest: str, lock: Opti
     # the lock holder sets incomplete or unreadable checkpoints aside before choosing one
     # (run.resume was checked by check_run_dir)
     ckpt = find_resume_checkpoint(rd.checkpoints, set_aside=lock is not None)
+    elsewhere = ckpt is None and bool(cfg.run.get("resume_from"))
+    if elsewhere:
+        ckpt = start_checkpoint(Path(str(cfg.run.resume_from)), digest)
     if lock is not None:
         rd.write_launch(cfg, run_id=rid, digest=digest, ignore=hash_ignore(cfg),
                         resumed_from=str(ckpt) if ckpt else None, took_over_lock=lock.took_over)
@@ -242,7 +270,8 @@ def _train_locked(cfg: DictConfig, rd: RunDir, rid: str, digest: str, lock: Opti
         lg.log_hyperparams({"run_id": rid, "config_hash": digest, **hashed_config(cfg, hash_ignore(cfg)),
                             **swept_values(cfg)})  # sweep/<key>: what ifdistill.wandb_view groups by
     bar = want_progress_bar(cfg.trainer.get("enable_progress_bar", "auto"))
-    overrides: dict[str, Any] = dict(callbacks=_callbacks(cfg, run, progress_bar=bar), logger=loggers or False,
+    overrides: dict[str, Any] = dict(callbacks=_callbacks(cfg, run, progress_bar=bar, started_elsewhere=elsewhere),
+                                     logger=loggers or False,
                                      default_root_dir=str(rd.root), use_distributed_sampler=False,
                                      enable_progress_bar=bar)
     if str(cfg.trainer.get("precision", "auto")) == "auto":
@@ -256,6 +285,10 @@ def _train_locked(cfg: DictConfig, rd: RunDir, rid: str, digest: str, lock: Opti
     preempted = None
     try:
         trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt) if ckpt else None)
+    except TrainingDiverged as stop:  # recorded, then ifdistill-train prints its line and exits 3
+        if trainer.is_global_zero:
+            record_divergence(rd, stop, loggers)
+        raise
     except TrainingPreempted as stop:  # a requeue signal: the step is checkpointed (ifdistill.train.preemption)
         preempted = stop
         if trainer.is_global_zero:

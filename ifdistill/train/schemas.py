@@ -25,6 +25,9 @@ class RunSchema:
     keep_last_checkpoints: int = 3
     hash_ignore: Optional[list[str]] = None  # null: ifdistill.rundir.HASH_IGNORE
     verbose: bool = False  # libraries' INFO output and warnings on the console too (always in logs/console.log)
+    on_nonfinite: str = "stop"  # stop | skip (ifdistill.train.divergence)
+    max_skipped_steps: int = 10
+    resume_from: Optional[str] = None  # a run directory to start from when this run has no checkpoint
 
 
 @dataclass

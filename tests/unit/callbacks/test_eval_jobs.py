@@ -28,6 +28,8 @@ if mode == "slow":
     time.sleep(float(os.environ.get("FAKE_SLEEP", "2")))
 if mode == "no_results":
     sys.exit(0)
+if mode == "bad_input":
+    print("ifdistill-eval: error: model.safetensors: tensor w holds 1 non-finite values", file=sys.stderr); sys.exit(2)
 out.mkdir(parents=True, exist_ok=True)
 (out / "results.json").write_text('{"ok": true}')
 """
@@ -67,6 +69,16 @@ def test_gives_up_after_retries(tmp_path):
     events = q.drain(30)
     assert _kinds(events) == [("failed", 30), ("gave_up", 30)]
     assert events[-1].reason == "exit 0 without results"
+
+
+def test_an_input_error_is_not_retried(tmp_path):
+    """Exit code 2 is ifdistill-eval's bad input (a corrupt or non-finite export): the same again on retry."""
+    q = EvalQueue(retries=1, poll_interval_s=0.05)
+    q.submit(_job(tmp_path, 40, "bad_input"))
+    events = q.drain(30)
+    assert _kinds(events) == [("gave_up", 40)]
+    assert events[0].exit_code == 2 and "non-finite" in events[0].log_tail
+    assert (tmp_path / "evals" / "step_000040.count").read_text() == "1"  # one attempt ran
 
 
 def test_kill_9_mid_run_is_a_failure_and_the_retry_succeeds(tmp_path):

@@ -109,18 +109,14 @@ def test_the_cli_refuses_a_corrupt_export_before_loading_it(tiny_model_dir, tmp_
     """4 KB flipped inside an export's model.safetensors (same size): one error line naming the file,
     exit 2, and no results.json (the check runs before any weight is loaded)."""
     from ifdistill.hashing import weight_hashes
-    from tests.support import flip_bytes
+    from tests.support import eval_cli, flip_bytes
 
     export = tmp_path / "exports" / "step_000010"
     shutil.copytree(tiny_model_dir, export / "model")
     (export / "export.json").write_text(json.dumps({"step": 10, "kinds": ["model"], "base_model": "builtin:tiny",
                                                     "weights": weight_hashes(export, recursive=True)}))
     flip_bytes(export / "model" / "model.safetensors")
-    out = tmp_path / "out"
-    script = Path(sys.executable).parent / "ifdistill-eval"
-    done = subprocess.run([str(script), *SMALL, f"export_dir={export}", f"output_dir={out}",
-                           f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=300)
+    done, out = eval_cli(tmp_path, *SMALL, f"export_dir={export}")
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"ifdistill-eval: error: {export / 'model' / 'model.safetensors'}: sha256" in done.stderr
     assert "Traceback" not in done.stderr and not (out / "results.json").exists()

@@ -76,3 +76,36 @@ def test_input_error_is_exit_2_and_the_server_stays(tmp_path):
     runner.close()  # idempotent
     assert left_behind(before) == []
 
+
+
+def test_a_dead_engine_process_stops_the_heartbeat_and_is_named(tmp_path):
+    """The server's heartbeat thread watches its engine's processes: a killed one (a zombie until reaped)
+    is written to ``engine_dead`` and the heartbeat stops, so the client falls back at once."""
+    import signal
+    import subprocess
+    import threading
+
+    from ifdistill.evaluator.serve import ENGINE_DEAD, HEARTBEAT, ServedEngine, _beat, child_processes, init_spool
+
+    spool = init_spool(tmp_path / "spool")
+    engine = ServedEngine()
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert proc.pid in child_processes(os.getpid())
+        engine.processes = frozenset({proc.pid})
+        stop = threading.Event()
+        beat = threading.Thread(target=_beat, args=(spool, stop, engine), daemon=True)
+        beat.start()
+        time.sleep(0.3)
+        assert (spool / HEARTBEAT).is_file() and not (spool / ENGINE_DEAD).exists() and beat.is_alive()
+        os.kill(proc.pid, signal.SIGKILL)  # not reaped: a zombie, which counts as dead
+        beat.join(timeout=5)
+        assert not beat.is_alive()
+        assert json.loads((spool / ENGINE_DEAD).read_text())["pids"] == [proc.pid]
+        stop.set()
+    finally:
+        proc.kill()
+        proc.wait()
+    engine.processes = frozenset({proc.pid})
+    engine.close()  # closing on purpose forgets its processes first: no false alarm
+    assert engine.dead_processes() == []

@@ -49,11 +49,20 @@ def test_the_shipped_presets_pass():
     ("+data.sauces=1", "unknown keys ['sauces']"),
     ("optim.lr=fast", "lr"),
     ("data.enable_thinking=true", "data.enable_thinking=True but model.enable_thinking=None"),
+    ("run.on_nonfinite=ignore", "run.on_nonfinite='ignore' must be stop or skip"),
+    ("run.max_skipped_steps=-1", "run.max_skipped_steps=-1 must be an integer >= 0"),
+    ("run.resume_from=/nonexistent/run", "run.resume_from: /nonexistent/run is not a run directory"),
 ])
 def test_each_bad_value_is_named(override, names):
     with pytest.raises(PreflightError) as err:
         preflight(cfg_of(override), check_model=False)
     assert names in str(err.value) and "\n" not in str(err.value)
+
+
+def test_skipping_non_finite_steps_is_refused_under_deepspeed():
+    preflight(cfg_of("trainer=ddp", "run.on_nonfinite=skip"), check_model=False)
+    with pytest.raises(PreflightError, match="run.on_nonfinite=skip is not available with DeepSpeed"):
+        preflight(cfg_of("trainer=deepspeed_stage_2", "run.on_nonfinite=skip"), check_model=False)
 
 
 def test_an_extra_benchmark_is_checked_like_the_eval_section():
