@@ -166,6 +166,10 @@ def train(cfg: DictConfig, *, checked: bool = False) -> dict[str, Any]:
         refuse_if_running(cfg)
         preflight(cfg)  # every plain-data mistake, before any model, Trainer or run directory exists
     single_log_output()
+    if (cfg.get("teacher_pass") or {}).get("only"):  # the teacher pass alone: no run directory, no training
+        from ifdistill.train.teacher_pass_runner import teacher_pass_only
+
+        return teacher_pass_only(cfg)
     rd, rid, digest = resolve_run_dir(cfg)
     lock = RunLock(rd.lock_file) if _global_rank() == 0 else None  # other ranks run under rank 0's lock
     if lock is not None:
@@ -240,4 +244,5 @@ def _train_locked(cfg: DictConfig, rd: RunDir, rid: str, digest: str, lock: Opti
         rd.mark_finished(trainer.global_step)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     return {"run_id": rid, "config_hash": digest, "run_dir": str(rd.root), "global_step": trainer.global_step,
-            "resumed_from": str(ckpt) if ckpt else None, "preempted": preempted is not None, "metrics": metrics}
+            "resumed_from": str(ckpt) if ckpt else None, "preempted": preempted is not None, "metrics": metrics,
+            "teacher_pass": getattr(module, "teacher_pass_stats", None)}
