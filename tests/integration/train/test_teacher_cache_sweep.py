@@ -80,3 +80,31 @@ def _keys(folder: Path):
 
     for entry in folder.glob("shard-*.json"):
         yield from json.loads(entry.read_text())["keys"]
+
+
+def test_the_pass_as_its_own_command_in_shards_then_training_computes_nothing(tmp_path):
+    """``+teacher_pass.only=true`` as two tasks of an array (shard 0 and 1 of 2), then the run: all hits."""
+    from omegaconf import open_dict
+
+    from ifdistill.train.preflight import PreflightError, preflight
+
+    torch.set_num_threads(1)
+    cache = tmp_path / "cache"
+    parts = []
+    for shard in (0, 1):
+        cfg = _cfg(tmp_path / "out", cache, 0.25, 1)
+        with open_dict(cfg):
+            cfg.teacher_pass = {"only": True, "shard": shard, "num_shards": 2}
+        parts.append(train(cfg)["teacher_pass"])
+    assert not (tmp_path / "out" / "train").exists()  # the pass alone makes no run directory
+    assert all(p["computed_views"] > 0 for p in parts)
+    assert parts[1]["cached_before"] == parts[0]["computed_views"]
+    run = train(_cfg(tmp_path / "out", cache, 0.25, 1))
+    assert run["teacher_pass"]["computed_views"] == 0
+    assert run["teacher_pass"]["cached_before"] == run["teacher_pass"]["views"] == sum(p["computed_views"] for p in parts)
+
+    shared = _cfg(tmp_path / "out", cache, 0.25, 1)
+    shared.method.demos = "shared"
+    with pytest.raises(PreflightError, match="method.demos=per_example") as err:
+        preflight(shared, check_model=False)
+    assert "\n" not in str(err.value)
