@@ -21,6 +21,14 @@ per-example teacher views (``teacher_input_ids``, ``teacher_positions``) or, for
 (:mod:`ifdistill.train.shared_demos`), one prefix that the teacher runs once and continues with the
 rows that read it (``teacher_prefix_rows``; the other rows' teacher reads the student's own tokens).
 
+Teacher source (``method.teacher_source``): ``online`` runs the teacher every step; ``cache`` reads its
+top-k log-probabilities and tail mass from the teacher cache (:mod:`ifdistill.train.teacher_cache`),
+filled at fit start by the teacher pass (:mod:`ifdistill.train.teacher_pass_runner`: only the views
+the cache lacks, split over the ranks), and optimises
+:func:`~ifdistill.train.losses.cached_kd_with_stats` (forward KL on the top-k plus a tail bucket; equal
+to the online objective at ``cache_k >= V``). Logged then: ``teacher/acc`` and ``teacher/topk_mass``
+instead of the teacher's CE and entropy (the cache does not hold them), and the pass's counts at step 0.
+
 The teacher always runs under ``no_grad`` and in eval mode (no dropout: the target must not be noisy),
 and only at the completion positions of the LM head. Frozen copies are kept out of the module tree
 (no checkpoint bloat, not wrapped by DDP/DeepSpeed/FSDP) and moved to the device at fit start; under

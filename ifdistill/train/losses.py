@@ -30,6 +30,8 @@ the gradient of a softened KL shrinks like 1/T**2, and the factor keeps its scal
 ``topk=k`` keeps the teacher's k largest logits per position and compares both distributions
 *renormalised on that support* (gathered student logits, then log-softmax), so all three divergences
 stay finite and the teacher's tail (often noise) does not have to be stored or matched.
+A teacher read from the teacher cache goes through :func:`cached_kd_with_stats` instead: the top-k *and*
+the tail mass as one more outcome, so the student's mass off the top-k is matched too.
 """
 
 from __future__ import annotations
