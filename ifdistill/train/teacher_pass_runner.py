@@ -21,6 +21,7 @@ the replay ratio): :func:`cache_refusal` refuses them, as it refuses a teacher t
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
@@ -68,6 +69,20 @@ def teacher_namespace(model: Mapping[str, Any], *, dtype: str, vocab_size: int, 
                           temperature=float(temperature))
 
 
+def progress_lines(label: str, every: float = 0.1) -> Callable[[int, int], None]:
+    """A progress callback for the pass: one log line per ``every`` of the views (logs, not a TTY bar:
+    the pass runs in SLURM tasks and before training alike)."""
+    state = {"next": every, "t0": time.perf_counter()}
+
+    def report(done: int, total: int) -> None:
+        if total and (done / total >= state["next"] or done == total):
+            rate = done / max(time.perf_counter() - state["t0"], 1e-9)
+            log.info("%s: %d/%d views (%.0f%%), %.1f views/s", label, done, total, 100 * done / total, rate)
+            state["next"] = (int(done / total / every) + 1) * every
+
+    return report
+
+
 def _compute_part(module, items: Sequence[Mapping[str, Any]], part: int, parts: int, progress=None) -> dict[str, float]:
     """Compute the missing views whose key falls in ``part`` of ``parts`` (a partition by key, so tasks
     that start at different times, seeing different caches, still split the views without overlap)."""
@@ -81,7 +96,7 @@ def _compute_part(module, items: Sequence[Mapping[str, Any]], part: int, parts: 
                  len(missing), len(views), cache.dir, part, parts, len(mine))
         stats = run_teacher_pass(module.teacher_logits, mine, cache, device=module.device,
                                  chunk_size=module.logit_chunk_size or 1024, batch_size=module.cache_batch_size,
-                                 progress=progress)
+                                 progress=progress or progress_lines(f"teacher pass {part + 1}/{parts}"))
     return {"views": len(views), "cached_before": len(views) - len(missing), **stats.to_dict()}
 
 
