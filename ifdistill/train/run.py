@@ -169,7 +169,10 @@ def train(cfg: DictConfig, *, checked: bool = False) -> dict[str, Any]:
     if (cfg.get("teacher_pass") or {}).get("only"):  # the teacher pass alone: no run directory, no training
         from ifdistill.train.teacher_pass_runner import teacher_pass_only
 
-        return teacher_pass_only(cfg)
+        dm = build_datamodule(cfg)
+        dm.setup("fit")
+        gpu = _on_gpu(cfg.trainer)
+        return teacher_pass_only(cfg.teacher_pass, dm, build_module(cfg, val_names=dm.val_names, on_gpu=gpu), gpu=gpu)
     rd, rid, digest = resolve_run_dir(cfg)
     lock = RunLock(rd.lock_file) if _global_rank() == 0 else None  # other ranks run under rank 0's lock
     if lock is not None:

@@ -24,12 +24,13 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from ifdistill.hashing import weight_hashes
 from ifdistill.models import resolve_model_path
-from ifdistill.train.teacher_cache import CacheNamespace, TeacherCache
-from ifdistill.train.teacher_pass import PassStats, item_views, run_teacher_pass
+
+if TYPE_CHECKING:  # torch is imported by the functions that need it: preflight reads cache_refusal alone
+    from ifdistill.train.teacher_cache import CacheNamespace, TeacherCache
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,8 @@ def teacher_weights_dir(model: Mapping[str, Any]) -> Path:
 def teacher_namespace(model: Mapping[str, Any], *, dtype: str, vocab_size: int, k: int,
                       temperature: float) -> CacheNamespace:
     """The cache namespace of a teacher given by its ``model``-like section."""
+    from ifdistill.train.teacher_cache import CacheNamespace
+
     hashes = weight_hashes(teacher_weights_dir(model))
     if not hashes:
         raise ValueError(f"no weight files in {teacher_weights_dir(model)} to identify the teacher by")
@@ -86,6 +89,8 @@ def progress_lines(label: str, every: float = 0.1) -> Callable[[int, int], None]
 def _compute_part(module, items: Sequence[Mapping[str, Any]], part: int, parts: int, progress=None) -> dict[str, float]:
     """Compute the missing views whose key falls in ``part`` of ``parts`` (a partition by key, so tasks
     that start at different times, seeing different caches, still split the views without overlap)."""
+    from ifdistill.train.teacher_pass import PassStats, item_views, run_teacher_pass
+
     cache: TeacherCache = module.teacher_cache
     views = {v.key: v for v in item_views(items)}
     missing = cache.missing(views)
@@ -104,6 +109,8 @@ def ensure_teacher_cache(module, items: Sequence[Mapping[str, Any]], *, rank: in
                          barrier: Callable[[], None] = lambda: None, progress=None) -> dict[str, float]:
     """Fill ``module``'s cache with the teacher views of ``items`` (this rank computes its part), wait for
     the other ranks, and check that every view is there; returns the stats to log."""
+    from ifdistill.train.teacher_pass import item_views
+
     cache: TeacherCache = module.teacher_cache
     if rank == 0:
         cache.open()
@@ -119,19 +126,13 @@ def ensure_teacher_cache(module, items: Sequence[Mapping[str, Any]], *, rank: in
     return out
 
 
-def teacher_pass_only(cfg) -> dict[str, Any]:
-    """``+teacher_pass.only=true``: build the data and the teacher, compute part ``teacher_pass.shard``
-    of ``teacher_pass.num_shards`` of the missing views, and stop (no run directory, no training)."""
-    from ifdistill.train.run import _on_gpu, build_datamodule, build_module
-
-    node = cfg.get("teacher_pass") or {}
+def teacher_pass_only(node: Mapping[str, Any], dm, module, *, gpu: bool) -> dict[str, Any]:
+    """``+teacher_pass.only=true`` (``node`` is the ``teacher_pass`` section): with the built data and
+    teacher, compute part ``shard`` of ``num_shards`` of the missing views, and stop (no run directory,
+    no training; :func:`ifdistill.train.run.train` builds ``dm`` and ``module`` as for a run)."""
     shard, num = int(node.get("shard", 0)), int(node.get("num_shards", 1))
     if not 0 <= shard < num:
         raise ValueError(f"teacher_pass.shard={shard} must be in [0, teacher_pass.num_shards={num})")
-    dm = build_datamodule(cfg)
-    dm.setup("fit")
-    gpu = _on_gpu(cfg.trainer)
-    module = build_module(cfg, val_names=dm.val_names, on_gpu=gpu)
     if getattr(module, "teacher_source", "online") != "cache":
         raise ValueError("+teacher_pass.only=true needs method=distill with method.teacher_source=cache")
     if gpu:
