@@ -407,6 +407,8 @@ def main() -> None:
             t0 = time.time()
             r = run_worker(dict(spec), args.trl_path if trl_ok else None, timeout=1800)
             results[name].append(r)
+            if args.json:  # what has been measured survives an interrupted bench
+                Path(args.json).write_text(json.dumps({"runs": results, "complete": False}, indent=2))
             if name in ("distill", "sft_vs_trl"):
                 part = r["distill" if name == "distill" else "sft"]
                 line = "  ".join(f"{v}: {d['step_s']:.3f} s" for v, d in part.items())
