@@ -11,7 +11,10 @@
    against the SFT step on the same student batches, with demonstrations per example (the data
    layer's rule, ``method.demos=per_example``) and shared per micro-batch (``method.demos=shared``, the
    default since per-example 4-shot stays near 3x: its teacher reads ~5x the student's tokens).
-   Goal: 4-shot <= 2x SFT.
+   Goal: 4-shot <= 2x SFT. With the teacher read from the cache (``method.teacher_source=cache``,
+   ``distill_cached_*``: the teacher pass run before the timed steps, per-example and shared 4-shot
+   views): goal <= 1.1x SFT; and the pass's teacher tokens/s (one view per forward, and 8 per forward)
+   against the online teacher's on the same views.
 
 Timing on a shared machine: other jobs make single timings swing by 4x, so the variants being compared
 run interleaved step by step in one process (same batches, same moment), each ratio is taken inside
@@ -200,17 +203,22 @@ def worker_distill(steps: int, warmup: int, n: int) -> dict:
     model, peft = {"name_or_path": "builtin:tiny"}, {"method": "lora", "r": R, "alpha": ALPHA, "target_modules": TARGETS}
     variants = {"sft": (None, "per_example"), "distill_k0": (0, "per_example"), "distill_k2": (2, "per_example"),
                 "distill_k4": (4, "per_example"), "distill_shared_k2": (2, "shared"),
-                "distill_shared_k4": (4, "shared")}
+                "distill_shared_k4": (4, "shared"), "distill_cached_k4": (4, "per_example"),
+                "distill_cached_shared_k4": (4, "shared")}
     batches, modules, optims = {}, {}, {}
+    passes: dict[str, dict] = {}
     for name, (k, demos) in variants.items():
         dm = TrainDataModule(data_cfg(n, k, demos), model, micro_batch_size=MBS)
         dm.setup("fit")
-        it = iter(dm.train_dataloader())
-        batches[name] = [next(it) for _ in range(warmup + steps)]
+        cached = "cached" in name
+        batches[name] = cached_batches(dm, warmup + steps) if cached else _take(dm.train_dataloader(), warmup + steps)
         torch.manual_seed(0)
         modules[name] = (SFTModule(model, peft, logit_chunk_size=chunk_size()) if k is None
                          else ICLDistillModule(model, peft, kd_ratio=0.5, teacher="frozen_initial",
-                                               logit_chunk_size=chunk_size()))
+                                               logit_chunk_size=chunk_size(),
+                                               **(dict(teacher_source="cache", cache_dir=cache_root()) if cached else {})))
+        if cached:
+            passes[name] = fill_cache(modules[name], batches[name])
         optims[name] = torch.optim.AdamW([p for p in modules[name].parameters() if p.requires_grad], lr=LR)
     times: dict[str, list[float]] = {name: [] for name in variants}
     teacher_tokens: dict[str, int] = {name: 0 for name in variants}
@@ -230,7 +238,66 @@ def worker_distill(steps: int, warmup: int, n: int) -> dict:
                     teacher_tokens[name] += int(b["teacher_attention_mask"].sum())
     out = {name: {"step_s": statistics.median(t[warmup:]), "min_step_s": min(t[warmup:]),
                   "teacher_tokens_per_step": teacher_tokens[name] / steps} for name, t in times.items()}
+    for name, stats in passes.items():
+        out[name].update(stats)
     return {"distill": out, "threads": torch.get_num_threads()}
+
+
+def _take(loader, count: int) -> list:
+    it = iter(loader)
+    return [next(it) for _ in range(count)]
+
+
+def cache_root() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="bench-teacher-cache-", dir=os.environ.get("BENCH_TMP"))
+
+
+def cached_batches(dm, count: int) -> list:
+    """The student batches of ``dm`` in the per-example layout the cache is read by: as the loader
+    makes them, or for shared demonstrations each row's view with its batch's shared draw."""
+    from ifdistill.data.collate import IclCollator
+
+    loader = dm.train_dataloader()
+    if dm.data_cfg.icl.demos != "shared":
+        return _take(loader, count)
+    collate = dm.shared_demo_collator()
+    out = []
+    for idx in loader.batch_sampler:
+        items = [loader.dataset[i] for i in idx]
+        out.append(IclCollator(collate.icl_collate.student.pad_token_id)(collate.views(items)))
+        if len(out) == count:
+            return out
+    return out
+
+
+def fill_cache(module, batches: list) -> dict:
+    """Run the teacher pass over the batches' views (one view per forward, and MBS per forward, each into
+    its own cache) and time the online teacher on the same batches: teacher tokens/s of each."""
+    import torch
+
+    from ifdistill.train.teacher_cache import TeacherCache
+    from ifdistill.train.teacher_pass import batch_views, run_teacher_pass
+
+    views = list({v.key: v for b in batches for v in batch_views(b)}.values())
+    tokens = sum(len(v.ids) for v in views)
+    out = {}
+    for size in (MBS, 1):  # the cache filled last (one view per forward) is the one training reads
+        module.teacher_cache = TeacherCache(cache_root(), module.teacher_cache.namespace).open()
+        t0 = time.perf_counter()
+        run_teacher_pass(module.teacher_logits, views, module.teacher_cache, device=module.device,
+                         chunk_size=chunk_size() or 1024, batch_size=size)
+        out[f"pass_bs{size}_teacher_tokens_per_s"] = tokens / (time.perf_counter() - t0)
+    t0, online_tokens = time.perf_counter(), 0
+    for b in batches:
+        rows, _, t_cols, _ = module.completion_index(b)
+        with torch.no_grad():
+            module.teacher_logits(b, rows, t_cols)
+        online_tokens += int(b["teacher_attention_mask"].sum())
+    out["online_teacher_tokens_per_s"] = online_tokens / (time.perf_counter() - t0)
+    out["cache_bytes_per_token"] = module.teacher_cache.written_bytes / module.teacher_cache.written_tokens
+    return out
 
 
 def worker_trl(steps: int, warmup: int, n: int, packing: bool) -> dict:
@@ -340,6 +407,8 @@ def main() -> None:
             t0 = time.time()
             r = run_worker(dict(spec), args.trl_path if trl_ok else None, timeout=1800)
             results[name].append(r)
+            if args.json:  # what has been measured survives an interrupted bench
+                Path(args.json).write_text(json.dumps({"runs": results, "complete": False}, indent=2))
             if name in ("distill", "sft_vs_trl"):
                 part = r["distill" if name == "distill" else "sft"]
                 line = "  ".join(f"{v}: {d['step_s']:.3f} s" for v, d in part.items())
@@ -366,6 +435,11 @@ def main() -> None:
                     if variant != "sft":
                         per_repeat[f"{variant}_step_vs_sft"] = [
                             r["distill"][variant]["step_s"] / r["distill"]["sft"]["step_s"] for r in rs]
+                    for size in (1, MBS):
+                        if f"pass_bs{size}_teacher_tokens_per_s" in rs[0]["distill"][variant]:
+                            per_repeat[f"{variant}_pass_bs{size}_vs_online_teacher (tokens/s)"] = [
+                                r["distill"][variant][f"pass_bs{size}_teacher_tokens_per_s"]
+                                / r["distill"][variant]["online_teacher_tokens_per_s"] for r in rs]
         else:
             summary[name] = {"tokens_per_s": statistics.median(r["tokens_per_s"] for r in rs),
                              "step_s": statistics.median(r["step_s"] for r in rs)}
@@ -377,7 +451,8 @@ def main() -> None:
         a, b = summary.get(f"loop_ifdistill_{tag}"), summary.get(f"loop_trl_{tag}")
         if a and b:
             ratios[f"loop_sft_{tag}_vs_trl (tokens/s)"] = a["tokens_per_s"] / b["tokens_per_s"]
-    print(f"\n== ratios (goals: SFT vs TRL >= 1.3; 4-shot distill step vs SFT <= 2.0); logit_chunk_size {chunk_size()}")
+    print("\n== ratios (goals: SFT vs TRL >= 1.3; 4-shot distill step vs SFT <= 2.0; cached distill step vs SFT "
+          f"<= 1.1); logit_chunk_size {chunk_size()}")
     for name, value in ratios.items():
         print(f"{name:34s} {value:.2f}x")
     if args.json:

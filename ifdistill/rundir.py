@@ -54,6 +54,7 @@ from ifdistill.paths import write_json_atomic, write_text_atomic
 HASH_IGNORE = (
     "paths", "hydra", "logger", "callbacks", "eval", "run", "task_name",
     "trainer.enable_progress_bar", "trainer.enable_model_summary", "trainer.log_every_n_steps",
+    "method.cache_dir",  # where the teacher cache lives, not what it holds (its content is addressed)
 )
 RUN_JSON = "run.json"
 CONFIG_YAML = "config.yaml"

@@ -268,6 +268,9 @@ def build_train_dataset(config: DataConfig | Mapping[str, Any], tokenizer, *,
     if not new_items:
         raise ValueError("no training example survived loading, rendering and max_length")
 
+    # the demonstration pool: every new training example, before data.total's subset (which depends on
+    # data.ratio), so an example's demonstrations -- its teacher view -- are the same in every run of a sweep
+    demo_pool = list(new_examples)
     keep = mixing.new_subset(len(new_items), mixing.replay_counts(len(new_items), cfg.ratio, total=cfg.total)[0],
                              cfg.seed)
     new_items, new_examples = [new_items[i] for i in keep], [new_examples[i] for i in keep]
@@ -297,7 +300,7 @@ def build_train_dataset(config: DataConfig | Mapping[str, Any], tokenizer, *,
     if cfg.per_example_demos:
         stats: dict[str, int] = {}
         # demos come from the new training data; never the example itself
-        _attach_icl(tokenizer, cfg.icl, items, examples, DemoSelector(new_examples, seed=cfg.icl.seed), stats)
+        _attach_icl(tokenizer, cfg.icl, items, examples, DemoSelector(demo_pool, seed=cfg.icl.seed), stats)
         manifest.set("icl", {"k": cfg.icl.k, "demos": "per_example", "pool": "new training data", **stats})
     elif cfg.icl is not None:
         manifest.set("icl", {"k": cfg.icl.k, "demos": cfg.icl.demos, "pool": "new training data"})
@@ -314,7 +317,7 @@ def build_train_dataset(config: DataConfig | Mapping[str, Any], tokenizer, *,
     train = TrainDataset(items, len(new_items), seed=order_seed, shuffle=cfg.shuffle, new_index=keep)
     held_ds = {k: TrainDataset(v, len(v), seed=cfg.seed, shuffle=False) for k, v in heldout.items() if v}
     return TrainData(train=train, heldout=held_ds, manifest=manifest, plan=plan, examples=examples,
-                     demo_pool=new_examples)
+                     demo_pool=demo_pool)
 
 
 def collator_for(cfg: DataConfig, tokenizer, *, packing: bool = False, max_row_tokens: int | None = None):

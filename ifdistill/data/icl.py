@@ -16,8 +16,11 @@ evaluation pick demonstrations by one rule):
    and walk the permutation, skipping the example itself (same uid or key) and any demo whose prompt
    text equals the example's prompt (after ``strip()``), until ``k`` demos are found.
 
-So the choice is deterministic, differs between examples, never contains the example (by id *or* by
-identical prompt), and costs O(k) per example after an O(n log n) set-up (:class:`DemoSelector`
+So the choice is deterministic, differs between examples, depends on nothing but the example, the pool
+and the seed (training's pool is every new training example, taken before ``data.total``'s subset, so a
+sweep over replay ratios and order seeds gives an example the same demonstrations: what lets one teacher
+cache serve the sweep, :mod:`ifdistill.train.teacher_pass_runner`), never contains the example (by id
+*or* by identical prompt), and costs O(k) per example after an O(n log n) set-up (:class:`DemoSelector`
 keeps that set-up for a whole dataset).
 
 Rendering: demos go after any system message and before the example's own turns, in the order

@@ -187,7 +187,8 @@ def chunked_head_objective(hidden: torch.Tensor, head: Head, targets: torch.Tens
     Equals ``objective(head(hidden), targets, teacher_logits)`` in value, sums and gradients (with
     respect to ``hidden`` and every tensor of ``head``) up to float32 summation order; never holds more
     than one chunk's ``(chunk_size, V)`` logits. ``teacher_hidden`` goes through ``teacher_head``
-    (default: the student's head) under ``no_grad``. A LoRA head's dropout is applied to all N rows at
+    (default: the student's head) under ``no_grad``; a teacher that is not a tensor (a cached teacher,
+    :class:`~ifdistill.train.teacher_cache.CachedTargets`) is only sliced by chunk. A LoRA head's dropout is applied to all N rows at
     once, before chunking, so it draws the same random numbers as the unchunked module.
     """
     if chunk_size < 1:
@@ -198,7 +199,9 @@ def chunked_head_objective(hidden: torch.Tensor, head: Head, targets: torch.Tens
     if lora:
         d_in = hidden.to(head.lora_a.dtype)
         dropped = head.dropout(d_in) if head.dropout is not None else d_in
-    shared = (teacher_hidden is not None and not lora and teacher_head.lora_a is None
+    # a teacher already reduced to what the objective reads (a cached teacher): sliced, not run through a head
+    precomputed = teacher_hidden is not None and not isinstance(teacher_hidden, torch.Tensor)
+    shared = (teacher_hidden is not None and not precomputed and not lora and teacher_head.lora_a is None
               and teacher_head.weight is head.weight and teacher_head.bias is head.bias)
     names: list[str] = []  # the order of the sums, known once run() has seen the objective's output
 
@@ -226,7 +229,9 @@ def chunked_head_objective(hidden: torch.Tensor, head: Head, targets: torch.Tens
                 base, t_c = both[:h_c.shape[0]], both[h_c.shape[0]:].float()
                 del both
             else:
-                if teacher_hidden is not None:
+                if precomputed:
+                    t_c = teacher_hidden[rows]
+                elif teacher_hidden is not None:
                     with torch.no_grad():
                         t_c = teacher_head.logits(teacher_hidden[rows])
                 base = nn.functional.linear(h_c, w_, b_)

@@ -6,6 +6,7 @@ Examples::
     ifdistill-train model=qwen3_1.7b method=distill trainer=deepspeed_stage_2 trainer.devices=2
     ifdistill-train experiment=demo trainer=ddp trainer.devices=2     # 2 CPU processes (gloo)
     ifdistill-train -m experiment=ifeval_replay_sweep hydra/launcher=slurm   # 24 runs as a SLURM array
+    ifdistill-train method=distill method.demos=per_example method.teacher_source=cache +teacher_pass.only=true
 
 Re-running the same command after a crash resumes the run from its newest complete checkpoint (the
 run directory is named by the config hash, see :mod:`ifdistill.rundir`). A mistake the user can
@@ -41,6 +42,9 @@ def user_errors() -> tuple[type[BaseException], ...]:
     checkpointing = sys.modules.get("ifdistill.train.checkpointing")  # loaded if it raised (importing it
     if checkpointing is not None:                                      # here would load Lightning: seconds)
         errors.append(checkpointing.CheckpointWriteError)
+    teacher_cache = sys.modules.get("ifdistill.train.teacher_cache")  # a shard that fails its check, a full disk
+    if teacher_cache is not None:
+        errors.append(teacher_cache.TeacherCacheError)
     return tuple(errors)
 
 
@@ -83,7 +87,8 @@ def _main(cfg: DictConfig) -> None:
     # The Hydra job dir (a sweep's <n>_<overrides>/) points at the run it trains (ifdistill-status).
     job_dir = Path(HydraConfig.get().runtime.output_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
-    (job_dir / RUN_DIR_LINK).write_text(str(resolve_run_dir(cfg)[0].root) + "\n")
+    if not (cfg.get("teacher_pass") or {}).get("only"):  # the teacher pass alone trains no run
+        (job_dir / RUN_DIR_LINK).write_text(str(resolve_run_dir(cfg)[0].root) + "\n")
     result = train(cfg, checked=True)
     from lightning.fabric.utilities.rank_zero import _get_rank
 

@@ -21,6 +21,14 @@ per-example teacher views (``teacher_input_ids``, ``teacher_positions``) or, for
 (:mod:`ifdistill.train.shared_demos`), one prefix that the teacher runs once and continues with the
 rows that read it (``teacher_prefix_rows``; the other rows' teacher reads the student's own tokens).
 
+Teacher source (``method.teacher_source``): ``online`` runs the teacher every step; ``cache`` reads its
+top-k log-probabilities and tail mass from the teacher cache (:mod:`ifdistill.train.teacher_cache`),
+filled at fit start by the teacher pass (:mod:`ifdistill.train.teacher_pass_runner`: only the views
+the cache lacks, split over the ranks), and optimises
+:func:`~ifdistill.train.losses.cached_kd_with_stats` (forward KL on the top-k plus a tail bucket; equal
+to the online objective at ``cache_k >= V``). Logged then: ``teacher/acc`` and ``teacher/topk_mass``
+instead of the teacher's CE and entropy (the cache does not hold them), and the pass's counts at step 0.
+
 The teacher always runs under ``no_grad`` and in eval mode (no dropout: the target must not be noisy),
 and only at the completion positions of the LM head. Frozen copies are kept out of the module tree
 (no checkpoint bloat, not wrapped by DDP/DeepSpeed/FSDP) and moved to the device at fit start; under
@@ -40,9 +48,10 @@ from typing import Any, Optional
 import torch
 
 from ifdistill.train.chunked_head import Head, head_tensors
-from ifdistill.train.losses import DIVERGENCES, ce_kd_with_stats, divergence, token_stats
+from ifdistill.train.losses import DIVERGENCES, cached_kd_with_stats, ce_kd_with_stats, divergence, token_stats
 from ifdistill.train.modeling import SelectiveLM, adapter_disabled, build_model, is_peft
 from ifdistill.train.sft_module import STAT_KEYS, SFTModule
+from ifdistill.train.teacher_cache import CachedTargets
 from ifdistill.train.token_sums import ratio
 
 TEACHERS = ("frozen_initial", "separate", "self_stopgrad")
@@ -64,7 +73,11 @@ class ICLDistillModule(SFTModule):
     def __init__(self, model: Mapping[str, Any], peft: Optional[Mapping[str, Any]] = None,
                  optim: Optional[Mapping[str, Any]] = None, *, kd_ratio: float = 0.5, kl: str = "forward",
                  beta: float = 0.5, temperature: float = 1.0, teacher: str = "frozen_initial",
-                 teacher_model: Optional[Mapping[str, Any]] = None, topk: Optional[int] = None, **kwargs: Any):
+                 teacher_model: Optional[Mapping[str, Any]] = None, topk: Optional[int] = None,
+                 teacher_source: str = "online", cache_dir: Optional[str] = None, cache_k: int = 64,
+                 cache_batch_size: int = 1, **kwargs: Any):
+        from ifdistill.train.teacher_pass_runner import TEACHER_SOURCES, cache_refusal
+
         if kl not in DIVERGENCES:
             raise ValueError(f"method.kl must be one of {DIVERGENCES}, got {kl!r}")
         if teacher not in TEACHERS:
@@ -73,6 +86,13 @@ class ICLDistillModule(SFTModule):
             raise ValueError(f"method.kd_ratio must be in [0, 1], got {kd_ratio}")
         if teacher == "separate" and not teacher_model:
             raise ValueError("method.teacher=separate needs method.teacher_model (name_or_path, dtype, ...)")
+        if teacher_source not in TEACHER_SOURCES:
+            raise ValueError(f"method.teacher_source must be one of {TEACHER_SOURCES}, got {teacher_source!r}")
+        refusal = cache_refusal(dict(teacher_source=teacher_source, teacher=teacher, kl=kl, topk=topk))
+        if refusal:
+            raise ValueError(refusal)
+        if teacher_source == "cache" and not cache_dir:
+            raise ValueError("method.teacher_source=cache needs method.cache_dir")
         super().__init__(model, peft, optim, **kwargs)
         self.save_hyperparameters()
         self.kd = dict(kd_ratio=float(kd_ratio), kind=kl, beta=float(beta), temperature=float(temperature),
@@ -85,6 +105,18 @@ class ICLDistillModule(SFTModule):
                 attn_implementation=kwargs.get("attn_implementation", "sdpa")))))
         elif teacher == "frozen_initial" and not is_peft(self.model):
             self._frozen.append(self._freeze(copy.deepcopy(self.lm)))
+        self.teacher_source, self.cache_batch_size = teacher_source, int(cache_batch_size)
+        self.teacher_cache = None
+        self.teacher_pass_stats: Optional[dict[str, float]] = None
+        if teacher_source == "cache":
+            from ifdistill.train.teacher_cache import TeacherCache
+            from ifdistill.train.teacher_pass_runner import teacher_namespace
+
+            lm = self._frozen[0] if self._frozen else self.lm
+            head = lm.output_head()
+            self.teacher_cache = TeacherCache(cache_dir, teacher_namespace(
+                teacher_model if teacher == "separate" else model, dtype=str(head.weight.dtype),
+                vocab_size=head.weight.shape[0], k=cache_k, temperature=temperature))
 
     @staticmethod
     def _freeze(lm: SelectiveLM) -> SelectiveLM:
@@ -92,9 +124,21 @@ class ICLDistillModule(SFTModule):
         return lm.train(False)
 
     def _train_keys(self) -> tuple[str, ...]:
-        return super()._train_keys() + ("kd", "ce") + tuple("teacher_" + k for k in STAT_KEYS)
+        return super()._train_keys() + ("kd", "ce", "teacher_mass") + tuple("teacher_" + k for k in STAT_KEYS)
 
     def on_fit_start(self) -> None:
+        self.on_fit_start_teacher()
+        if self.teacher_cache is not None:
+            from ifdistill.train.teacher_pass_runner import ensure_teacher_cache
+
+            trainer = self.trainer
+            stats = ensure_teacher_cache(self, trainer.datamodule.built.train.items, rank=trainer.global_rank,
+                                         world=trainer.world_size, barrier=trainer.strategy.barrier)
+            for lg in trainer.loggers:
+                lg.log_metrics({f"teacher_cache/{k}": float(v) for k, v in stats.items()}, step=0)
+
+    def on_fit_start_teacher(self) -> None:
+        """The frozen teacher on the module's device."""
         for lm in self._frozen:
             lm.to(self.device)
 
@@ -155,6 +199,10 @@ class ICLDistillModule(SFTModule):
 
     def objective(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         rows, s_cols, t_cols, targets = self.completion_index(batch)
+        if self.teacher_cache is not None:
+            cached = self.cached_teacher(batch)
+            return self.head_objective(lambda head: self.student(batch, rows, s_cols, head), targets,
+                                       self.cached_loss, teacher=lambda head: cached)
         return self.head_objective(
             lambda head: self.student(batch, rows, s_cols, head),
             targets, self.loss_from_logits,
@@ -181,9 +229,29 @@ class ICLDistillModule(SFTModule):
         stats.update({"teacher_" + k: v for k, v in token_stats(t_logits, targets).items()})
         return r * kd + (1.0 - r) * ce, stats
 
+    def cached_teacher(self, batch: Mapping[str, torch.Tensor]) -> CachedTargets:
+        """The cached teacher at the batch's completion positions, in :meth:`completion_index` order."""
+        from ifdistill.train.teacher_pass import batch_views
+
+        if "teacher_prefix_ids" in batch:
+            raise ValueError("a shared-demonstration batch cannot read the teacher cache (method.demos=per_example)")
+        return CachedTargets.cat([self.teacher_cache.get(v.key) for v in batch_views(batch)]).to(self.device)
+
+    def cached_loss(self, s_logits: torch.Tensor, targets: torch.Tensor,
+                    cached: CachedTargets) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The objective against the cached teacher (:func:`~ifdistill.train.losses.cached_kd_with_stats`)."""
+        return cached_kd_with_stats(s_logits, targets, cached.ids, cached.logp, cached.tail,
+                                    kd_ratio=self.kd["kd_ratio"], temperature=self.kd["temperature"])
+
     def train_metrics(self, sums: Mapping[str, float]) -> dict[str, float]:
         out = super().train_metrics(sums)
         out["train/kd"] = ratio(sums, "kd", "count")
+        if self.teacher_cache is not None:  # the cache holds the teacher's top-k, not its full distribution
+            out["teacher/acc"] = ratio(sums, "teacher_correct", "teacher_count")
+            out["teacher/topk_mass"] = ratio(sums, "teacher_mass", "teacher_count")
+            out["teacher_cache/hits"] = float(self.teacher_cache.hits)
+            out["teacher_cache/misses"] = float(self.teacher_cache.misses)
+            return out
         out["teacher/ce"] = ratio(sums, "teacher_nll", "teacher_count")
         out["teacher/acc"] = ratio(sums, "teacher_correct", "teacher_count")
         out["teacher/entropy"] = ratio(sums, "teacher_entropy", "teacher_count")

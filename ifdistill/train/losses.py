@@ -30,6 +30,8 @@ the gradient of a softened KL shrinks like 1/T**2, and the factor keeps its scal
 ``topk=k`` keeps the teacher's k largest logits per position and compares both distributions
 *renormalised on that support* (gathered student logits, then log-softmax), so all three divergences
 stay finite and the teacher's tail (often noise) does not have to be stored or matched.
+A teacher read from the teacher cache goes through :func:`cached_kd_with_stats` instead: the top-k *and*
+the tail mass as one more outcome, so the student's mass off the top-k is matched too.
 """
 
 from __future__ import annotations
@@ -200,3 +202,89 @@ def divergence(student_logits: torch.Tensor, teacher_logits: torch.Tensor, label
                                          s + torch.log(torch.tensor(1.0 - beta))]), dim=0)
         per = beta * _kl(t, m) + (1.0 - beta) * _kl(s, m)
     return _reduce(per * (temperature ** 2), keep, reduction)
+
+
+class _CachedKD(torch.autograd.Function):
+    """Forward: one log-softmax of the student (two at ``T != 1``) feeds the loss and the statistics.
+    Backward: the closed form derived in :func:`cached_kd_with_stats`, from the saved probabilities."""
+
+    @staticmethod
+    def forward(ctx, logits, safe, weight, ids, t_logp, tail, kd_ratio, temperature):
+        logq = F.log_softmax(logits, dim=-1)
+        q = logq.exp()
+        nll = -logq.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+        sums = {"nll": (nll * weight).sum(), "entropy": -(_row_dot(q, logq) * weight).sum()}
+        logq_t = logq if temperature == 1.0 else F.log_softmax(logits / temperature, dim=-1)
+        del logq
+        q_t = q if temperature == 1.0 else logq_t.exp()
+        s_top = logq_t.gather(-1, ids)
+        # log q_R = log(1 - sum_S q_i); the clamp keeps it finite where the top-k hold all the student's mass
+        log_q_tail = torch.log(-torch.expm1(torch.logsumexp(s_top, dim=-1).clamp(max=-1e-30)))
+        p_top = t_logp.exp()
+        kd = (p_top * (t_logp - s_top)).sum(-1) + tail * (torch.log(tail.clamp(min=1e-30)) - log_q_tail)
+        sums["kd"] = (kd * weight).sum() * temperature ** 2
+        loss = kd_ratio * sums["kd"] + (1.0 - kd_ratio) * sums["nll"]
+        # the teacher's tail mass spread over the non-top-k tokens in proportion to the student's (see below)
+        spread = torch.where(tail > 0, tail / log_q_tail.exp(), torch.zeros_like(tail))
+        ctx.kd_ratio, ctx.temperature = kd_ratio, temperature
+        ctx.save_for_backward(q, q_t if temperature != 1.0 else None, safe, weight, ids, p_top, spread)
+        ctx.mark_non_differentiable(*sums.values())
+        return (loss, *sums.values())
+
+    @staticmethod
+    def backward(ctx, grad_loss, *unused):
+        q, q_t, safe, weight, ids, p_top, spread = ctx.saved_tensors
+        r, temp = ctx.kd_ratio, ctx.temperature
+        q_t = q if q_t is None else q_t
+        gw = (grad_loss * weight).unsqueeze(-1)
+        target = q_t * spread.unsqueeze(-1)
+        target.scatter_(-1, ids, p_top)
+        grad = q * ((1.0 - r) * gw)
+        grad.scatter_add_(-1, safe.unsqueeze(-1), -(1.0 - r) * gw)
+        grad.add_((q_t - target) * (r * temp * gw))
+        return grad, None, None, None, None, None, None, None
+
+
+def cached_kd_with_stats(logits: torch.Tensor, labels: torch.Tensor, topk_ids: torch.Tensor, topk_logp: torch.Tensor,
+                         tail: torch.Tensor, *, kd_ratio: float, temperature: float = 1.0,
+                         ignore_index: int = IGNORE_INDEX) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """``kd_ratio * sum KL~ + (1 - kd_ratio) * sum CE`` against a cached teacher, and the token sums.
+
+    The teacher is known only on its top-k support ``S`` (``topk_ids``, ``topk_logp``: log-probabilities at
+    temperature ``T``) plus the mass outside it, ``p_R = tail``. ``KL~`` is the forward KL between the
+    two distributions coarsened onto the ``k + 1`` outcomes ``S + {R}``: the student's tail bucket is
+    ``q_R = 1 - sum_S q_i`` (its mass off the teacher's top-k ids), so
+
+        KL~ = sum_S p_i (log p_i - log q_i) + p_R (log p_R - log q_R),    times T**2 as the online KL.
+
+    By the log-sum inequality ``KL~ <= KL`` (merging outcomes never increases a KL), with equality when
+    ``k = V`` (``R`` is empty, ``p_R = 0``) or when teacher and student are proportional on ``R``. Its
+    gradient with respect to the student's logits ``z`` (at ``T = 1``) is ``q - p~``, where ``p~`` is the
+    teacher on ``S`` and ``p_R * q_j / q_R`` off it: the online gradient ``q - p`` with the unknown tail of
+    the teacher spread like the student's. So the cached objective pulls the student to the teacher on
+    the top-k and only rescales the rest, instead of pushing the rest to zero as renormalising on ``S``
+    (``method.topk``) does.
+
+    Stats: ``nll``, ``entropy``, ``correct``, ``count`` (as :func:`ce_kd_with_stats`), ``kd``, ``ce``,
+    ``teacher_correct`` (the teacher's top-1 is the first cached id), ``teacher_mass`` (sum of the top-k
+    mass) and ``teacher_count``.
+    """
+    if not 0.0 <= kd_ratio <= 1.0:
+        raise ValueError(f"kd_ratio must be in [0, 1], got {kd_ratio}")
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    keep = labels != ignore_index
+    safe = torch.where(keep, labels, torch.zeros_like(labels))
+    weight = keep.to(torch.float32)
+    t_logp, tail = topk_logp.detach().float(), tail.detach().float().clamp(min=0.0)
+    loss, *values = _CachedKD.apply(logits.float(), safe, weight, topk_ids.long(), t_logp, tail, float(kd_ratio),
+                                    float(temperature))
+    stats = dict(zip(["nll", "entropy", "kd"], values))
+    with torch.no_grad():
+        stats["correct"] = ((logits.argmax(dim=-1) == labels) & keep).sum().to(torch.float32)
+        stats["count"] = weight.sum()
+        stats["ce"] = stats["nll"]
+        stats["teacher_correct"] = ((topk_ids[..., 0].long() == labels) & keep).sum().to(torch.float32)
+        stats["teacher_mass"] = ((1.0 - tail) * weight).sum()
+        stats["teacher_count"] = stats["count"]
+    return loss, stats

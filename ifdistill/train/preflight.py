@@ -37,7 +37,8 @@ from ifdistill.config import ConfigError, validate
 SAMPLE_ROWS = 50  # rows of each local data file loaded (and so validated) before training starts
 # Top-level keys of conf/train.yaml and its groups; anything else is a typo (`+lr=1e-3`).
 TOP_LEVEL = frozenset({"task_name", "seed", "gradient_checkpointing", "logit_chunk_size", "optim", "datamodule", "run", "callbacks",
-                       "paths", "model", "data", "method", "peft", "trainer", "logger", "eval", "hydra"})
+                       "paths", "model", "data", "method", "peft", "trainer", "logger", "eval", "hydra",
+                       "teacher_pass"})  # teacher_pass: ifdistill.train.teacher_pass_runner.teacher_pass_only
 # Sections built by Hydra's instantiate, checked against their _target_'s signature.
 TARGETS = ("trainer", "method", "logger")
 _HYDRA_KEYS = {"_target_", "_recursive_", "_convert_", "_partial_", "_args_"}
@@ -178,6 +179,16 @@ def check_heldout(heldout: int, role: str, spec: Any, examples: int) -> list[str
             "lower data.heldout or add rows"]
 
 
+def check_teacher_source(method: Any) -> list[str]:
+    """A method that reads a teacher cache can share one (:func:`~ifdistill.train.teacher_pass_runner.cache_refusal`)."""
+    from ifdistill.train.teacher_pass_runner import cache_refusal
+
+    if not OmegaConf.is_dict(method) and not isinstance(method, dict):
+        return []
+    refusal = cache_refusal(OmegaConf.to_container(method, resolve=True) if OmegaConf.is_config(method) else method)
+    return [refusal] if refusal else []
+
+
 def check_extra_evals(cfg: DictConfig) -> list[str]:
     """Each extra benchmark of the checkpoint-eval callback (``callbacks.checkpoint_eval.evals.<name>``)
     is a valid eval section, as ``validate`` checks the run's own ``eval``: a mistake there would
@@ -221,6 +232,7 @@ def preflight(cfg: DictConfig, *, check_model: bool = True) -> None:
     problems += check_ranges(cfg)
     problems += check_divergence_policy(cfg)
     problems += check_data(cfg.get("data"), cfg.get("method"), cfg.get("model"))
+    problems += check_teacher_source(cfg.get("method"))
     if not problems:  # importing the targets (Lightning, the module classes) takes seconds: only now
         for name in TARGETS:
             problems += check_target_keys(cfg.get(name), name)

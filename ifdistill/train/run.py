@@ -216,6 +216,13 @@ def train(cfg: DictConfig, *, checked: bool = False) -> dict[str, Any]:
         preflight(cfg)  # every plain-data mistake, before any model, Trainer or run directory exists
         check_run_dir(cfg)
     single_log_output()
+    if (cfg.get("teacher_pass") or {}).get("only"):  # the teacher pass alone: no run directory, no training
+        from ifdistill.train.teacher_pass_runner import teacher_pass_only
+
+        dm = build_datamodule(cfg)
+        dm.setup("fit")
+        gpu = _on_gpu(cfg.trainer)
+        return teacher_pass_only(cfg.teacher_pass, dm, build_module(cfg, val_names=dm.val_names, on_gpu=gpu), gpu=gpu)
     rd, rid, digest = resolve_run_dir(cfg)
     quiet_console(rd.logs, verbose=bool(cfg.run.get("verbose", False)),
                   wandb=str(OmegaConf.select(cfg, "logger._target_") or "").endswith("WandbLogger"))
@@ -301,4 +308,5 @@ def _train_locked(cfg: DictConfig, rd: RunDir, rid: str, digest: str, lock: Opti
         rd.mark_finished(trainer.global_step)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     return {"run_id": rid, "config_hash": digest, "run_dir": str(rd.root), "global_step": trainer.global_step,
-            "resumed_from": str(ckpt) if ckpt else None, "preempted": preempted is not None, "metrics": metrics}
+            "resumed_from": str(ckpt) if ckpt else None, "preempted": preempted is not None, "metrics": metrics,
+            "teacher_pass": getattr(module, "teacher_pass_stats", None)}
