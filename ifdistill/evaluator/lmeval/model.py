@@ -148,9 +148,8 @@ class EngineLM(TemplateLM):
                                 stop=tuple(until), stop_token_ids=self.stop_token_ids)
             batch = [Request(token_ids=tuple(self.tok_encode(requests[i].args[0],
                                                              left_truncate_len=self.max_length - budget)),
-                             max_tokens=budget,
-                             seed=request_seed(self.seed, f"{requests[i].task_name}/{requests[i].doc_id}/{requests[i].idx}"))
-                     for i in idx]
+                             max_tokens=budget, seed=request_seed(self.seed, key))
+                     for i, key in zip(idx, _sample_keys([requests[i] for i in idx]))]
             raw = self._backend().generate(batch, sampling, adapter_dir=self.adapter_dir, progress=self.progress)
             for i, ids in zip(idx, raw, strict=True):
                 out[i] = self._response(ids[:budget], until)
@@ -168,3 +167,15 @@ class EngineLM(TemplateLM):
         self.finish_reasons["stop" if cut is not None or cut_text != text else "length"] += 1
         self.generated_tokens += len(body) + (cut is not None)
         return cut_text
+
+
+def _sample_keys(requests: Sequence[Any]) -> list[str]:
+    """A seed key per request: task, document, request index and which repeat it is (a task with
+    ``repeats: k`` sends the same request k times; sampled, each repeat must draw its own answer)."""
+    seen: collections.Counter = collections.Counter()
+    keys = []
+    for r in requests:
+        base = f"{r.task_name}/{r.doc_id}/{r.idx}"
+        keys.append(f"{base}/{seen[base]}")
+        seen[base] += 1
+    return keys
