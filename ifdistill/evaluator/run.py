@@ -40,30 +40,13 @@ from ifdistill.evaluator.model_source import ModelSource, context_length, model_
 from ifdistill.evaluator.prompts import (Prompt, build_prompts, demo_selection, load_tokenizer, max_tokens_for,
                                          stop_token_ids)
 from ifdistill.evaluator.output import RESULTS_FILE
+from ifdistill.evaluator.plan import PlanBase
 from ifdistill.evaluator.results import package_versions, process_runtime, publish, sample_rows
 from ifdistill.evaluator.schema import RESULTS_SCHEMA_VERSION
 from ifdistill.evaluator.settings import EvalRunSettings, EvalSettings, RuntimeSettings, as_dict, eval_settings, run_settings
 from ifdistill.paths import ensure_nltk_data
 
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(kw_only=True)
-class PlanBase:
-    """What every benchmark's plan holds: the model, its engine's needs and the identity. The persistent
-    server (:mod:`ifdistill.evaluator.serve`) reads only these."""
-
-    settings: EvalSettings
-    run: EvalRunSettings
-    model_cfg: dict[str, Any]
-    source: ModelSource
-    tokenizer: Any
-    chat_template: str
-    context_len: int
-    fingerprint: dict[str, Any]
-    eval_config_hash: str
-    model_identity: dict[str, Any]
-    prepare_s: float
 
 
 @dataclasses.dataclass(kw_only=True)

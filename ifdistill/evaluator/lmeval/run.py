@@ -36,7 +36,7 @@ from ifdistill.evaluator.errors import EvaluatorError
 from ifdistill.evaluator.fingerprint import canonical_sha256, config_hash, prompt_ids_sha256
 from ifdistill.evaluator.lmeval.model import EngineLM
 from ifdistill.evaluator.model_source import ModelSource, model_identity
-from ifdistill.evaluator.run import PlanBase
+from ifdistill.evaluator.plan import PlanBase
 from ifdistill.evaluator.settings import EvalRunSettings, EvalSettings
 
 log = logging.getLogger(__name__)
