@@ -13,8 +13,8 @@ exported and scored. :class:`NonFiniteGuard` checks, on every optimizer step and
 The ranks agree through one all-reduce of a flag per check (a sum of per-quantity flags, so every rank
 names the same quantity); under FSDP2 each rank checks its shards, under DeepSpeed ZeRO the gradients
 live in DeepSpeed's partitions (``param.grad`` is empty), so there the loss and the weights are checked.
-The checks read each tensor once (``isfinite(...).all()`` per tensor, one synchronisation per check),
-less than the optimizer's own passes over the same tensors.
+The checks read each tensor once (its sum; element by element only when a sum is not finite, one
+synchronisation per check), less than the optimizer's own passes over the same tensors.
 
 Policy ``run.on_nonfinite``:
 
@@ -77,9 +77,16 @@ class TrainingDiverged(Exception):
 
 
 def all_finite(tensors: Iterable[torch.Tensor]) -> bool:
-    """Whether every element of every tensor is finite (a DTensor is checked on its local shard)."""
-    flags = [torch.isfinite(_local(t)).all() for t in tensors]
-    return bool(torch.stack(flags).all()) if flags else True
+    """Whether every element of every tensor is finite (a DTensor is checked on its local shard).
+
+    The tensors' sums first (one pass each, no allocation, one synchronisation); only when a sum is not
+    finite -- a NaN or infinity, or finite values whose sum overflows -- element by element."""
+    local = [_local(t) for t in tensors]
+    if not local:
+        return True
+    if bool(torch.isfinite(torch.stack([t.sum(dtype=torch.float32) for t in local])).all()):
+        return True
+    return all(bool(torch.isfinite(t).all()) for t in local)
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:
