@@ -59,11 +59,16 @@ def main(cfg: DictConfig) -> None:
     try:
         _main(cfg)
     except diverged() as err:  # recorded in the run directory already; one line on rank 0, exit 3
-        from ifdistill.train.divergence import EXIT_DIVERGED
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
         from lightning.fabric.utilities.rank_zero import _get_rank
+
+        from ifdistill.train.divergence import EXIT_DIVERGED
 
         if int(_get_rank() or 0) == 0:
             print(f"ifdistill-train: {err}", file=sys.stderr, flush=True)
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            raise  # the local launcher records the job as failed and runs the sweep's other jobs first
         sys.exit(EXIT_DIVERGED)
     except user_errors() as err:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":

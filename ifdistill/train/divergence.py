@@ -13,8 +13,8 @@ exported and scored. :class:`NonFiniteGuard` checks, on every optimizer step and
 The ranks agree through one all-reduce of a flag per check (a sum of per-quantity flags, so every rank
 names the same quantity); under FSDP2 each rank checks its shards, under DeepSpeed ZeRO the gradients
 live in DeepSpeed's partitions (``param.grad`` is empty), so there the loss and the weights are checked.
-The checks read each tensor once (``isfinite(...).all()`` per tensor, one synchronisation per check),
-less than the optimizer's own passes over the same tensors.
+The checks read each tensor once (its sum; element by element only when a sum is not finite, one
+synchronisation per check), less than the optimizer's own passes over the same tensors.
 
 Policy ``run.on_nonfinite``:
 
@@ -25,7 +25,8 @@ Policy ``run.on_nonfinite``:
   passed the weight check), nothing after is exported or evaluated.
 - ``skip``: the step's gradients are dropped (``param.grad = None``: torch optimizers leave such a
   parameter, its moments and its weight decay untouched), the step is counted and recorded in
-  ``metrics.json`` (``nonfinite_skipped``); after ``run.max_skipped_steps`` skipped steps the next one
+  ``metrics.json`` (``nonfinite_skipped``); after ``run.max_skipped_steps`` skipped steps (counted per
+  launch) the next one
   stops as ``stop`` does. Non-finite weights cannot be skipped (the step is applied already): they
   always stop. Not offered under DeepSpeed, whose optimizer steps from its own gradient partitions
   (preflight refuses the combination).
@@ -77,9 +78,16 @@ class TrainingDiverged(Exception):
 
 
 def all_finite(tensors: Iterable[torch.Tensor]) -> bool:
-    """Whether every element of every tensor is finite (a DTensor is checked on its local shard)."""
-    flags = [torch.isfinite(_local(t)).all() for t in tensors]
-    return bool(torch.stack(flags).all()) if flags else True
+    """Whether every element of every tensor is finite (a DTensor is checked on its local shard).
+
+    The tensors' sums first (one pass each, no allocation, one synchronisation); only when a sum is not
+    finite -- a NaN or infinity, or finite values whose sum overflows -- element by element."""
+    local = [_local(t) for t in tensors]
+    if not local:
+        return True
+    if bool(torch.isfinite(torch.stack([t.sum(dtype=torch.float32) for t in local])).all()):
+        return True
+    return all(bool(torch.isfinite(t).all()) for t in local)
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:
@@ -120,7 +128,7 @@ class NonFiniteGuard(Callback):
         self.policy, self.max_skipped = policy, int(max_skipped_steps)
         self.run = run
         self.skipped: list[dict[str, Any]] = []
-        self._loss_bad = False
+        self._loss_finite: list[torch.Tensor] = []  # per micro-batch of the step; read once, at its end
         self._seen_step = -1
 
     # -- checks ---------------------------------------------------------------------------------
@@ -128,12 +136,13 @@ class NonFiniteGuard(Callback):
         self._seen_step = trainer.global_step
 
     def on_before_backward(self, trainer, pl_module, loss: torch.Tensor) -> None:
-        self._loss_bad |= not bool(torch.isfinite(loss.detach()).all())
+        self._loss_finite.append(torch.isfinite(loss.detach()).all())
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
         grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
-        bad = self._agree(trainer, loss=self._loss_bad, gradient=not all_finite(grads))
-        self._loss_bad = False
+        loss_bad = bool(self._loss_finite) and not bool(torch.stack(self._loss_finite).all())
+        self._loss_finite = []
+        bad = self._agree(trainer, loss=loss_bad, gradient=not all_finite(grads))
         if bad is None:
             return
         for group in optimizer.param_groups:  # the optimizer leaves a parameter without a gradient alone

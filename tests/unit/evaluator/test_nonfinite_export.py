@@ -21,16 +21,17 @@ SMALL = ["eval=ifeval_local", "eval.backend=hf", "eval.data.max_examples=3", "ev
          "eval.runtime.progress=false"]
 
 
-def poisoned_export(tiny_model_dir, root: Path, value: float, *, recorded: bool = True) -> tuple[Path, str]:
-    """A copy of the tiny model as ``exports/step_000010/model`` with one element of one tensor set to
-    ``value``; ``recorded``: export.json records the digests of the poisoned files (what training would
+def poisoned_export(tiny_model_dir, root: Path, value: float, *, recorded: bool = True,
+                    count: int = 1) -> tuple[Path, str]:
+    """A copy of the tiny model as ``exports/step_000010/model`` with ``count`` elements of one tensor set
+    to ``value``; ``recorded``: export.json records the digests of the poisoned files (what training would
     write had it exported them). Returns the export and the poisoned tensor's name."""
     export = root / "exports" / "step_000010"
     shutil.copytree(tiny_model_dir, export / "model")
     path = export / "model" / "model.safetensors"
     tensors = load_file(path)
     name = sorted(k for k in tensors if "mlp" in k)[0]
-    tensors[name].view(-1)[7] = value
+    tensors[name].view(-1)[7:7 + count] = value
     save_file(tensors, path, metadata={"format": "pt"})
     if recorded:
         (export / "export.json").write_text(json.dumps({"step": 10, "kinds": ["model"], "base_model": "builtin:tiny",
@@ -48,8 +49,9 @@ def test_a_non_finite_tensor_is_refused_naming_file_and_tensor(tiny_model_dir, t
         resolve_model_source(cfg.model, export_dir=str(target))
 
 
-def test_the_finite_original_is_accepted(tiny_model_dir, tmp_path):
-    export, _ = poisoned_export(tiny_model_dir, tmp_path, 0.5)
+@pytest.mark.parametrize("value", [0.5, 3e38])  # 2 x 3e38: finite, but the tensor's float32 sum overflows
+def test_finite_weights_are_accepted(tiny_model_dir, tmp_path, value):
+    export, _ = poisoned_export(tiny_model_dir, tmp_path, value, count=2)
     source = resolve_model_source(compose_config(SMALL).model, export_dir=str(export))
     assert source.model_dir == str((export / "model").resolve())
 

@@ -17,7 +17,7 @@ import lightning.pytorch as pl
 import pytest
 import torch
 
-from ifdistill.train.divergence import NonFiniteGuard, TrainingDiverged
+from ifdistill.train.divergence import NonFiniteGuard, TrainingDiverged, all_finite
 
 
 class OneWeight(pl.LightningModule):
@@ -69,3 +69,9 @@ def test_an_overflowing_update_stops_naming_the_weights():
     with pytest.raises(TrainingDiverged, match=r"non-finite weights after the update at optimizer step 1"):
         fit(module, [10.0, 1.0], NonFiniteGuard("skip"))  # not skippable: the update is applied already
     assert math.isinf(float(module.w.detach()))
+
+
+def test_finite_values_whose_sum_overflows_are_finite():
+    huge = torch.full((2,), 3e38)  # finite; their float32 sum is inf
+    assert all_finite([huge, torch.ones(3, dtype=torch.bfloat16)]) and all_finite([])
+    assert not all_finite([huge, torch.tensor([1.0, math.nan])]) and not all_finite([torch.tensor([-math.inf])])
