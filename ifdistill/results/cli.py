@@ -78,17 +78,21 @@ def write_report(inputs: Sequence[str | Path], out_dir: str | Path, *, base_mode
         resolved = {p.resolve() for p in base_dirs}
         loaded = [r for r in loaded if r.path.resolve() not in resolved]
     report = build_report(loaded, base, options, notes)  # every input error is raised by here
-    page = build_page(loaded, base_dirs, page_options, reruns)
+    labels = {r["group_hash"]: " ".join([r["method"] or r["kind"]] + [f"{k}={tables.value(r['key_config'].get(k))}"
+                                                                      for k in report["key_columns"]])
+              for r in report["runs"]}
+    page = build_page(loaded, base_dirs, page_options, reruns, labels)
     report["page"] = page
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = plots.write_plots(report, out)
     images = list(files)
-    (out / "report.md").write_text(tables.render_markdown(report, images={p.name for p in files},
-                                                          first=page_render.render_markdown(page)))
-    files += [out / "report.md", *tables.write_csvs(report, out, extra=page_render.csv_columns(page))]
-    (out / "report.html").write_text(page_render.render_html(page, "Results", images))
-    files.append(out / "report.html")
+    first = page_render.render_markdown(page, {p.name for p in files}) if page else []
+    (out / "report.md").write_text(tables.render_markdown(report, images={p.name for p in files}, first=first))
+    files += [out / "report.md", *tables.write_csvs(report, out, extra=page_render.csv_columns(page) if page else None)]
+    if page:
+        (out / "report.html").write_text(page_render.render_html(page, "Results", images))
+        files.append(out / "report.html")
     (out / "metrics.json").write_text(json.dumps(json_safe(report), indent=2, sort_keys=False) + "\n")
     files.append(out / "metrics.json")
     info = None

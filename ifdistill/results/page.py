@@ -22,6 +22,9 @@ JSON-able dict; report.md, report.csv and report.html render from it (:mod:`ifdi
   ``forgetting``; otherwise ``no clear gain``. Columns a row lacks are named beside the verdict.
 - **Reproducibility**: runs sharing config_hash, data manifest and seed (re-runs of one setup) must agree
   within noise in every column; a pair that does not is flagged.
+- **Sweep curves**: per seed group (runs equal but for the seed: one swept value) and column, the mean
+  over the group's seeds at every evaluated step with the standard error of that mean (sd / sqrt(n);
+  none for one seed), so the in-training trade-off of every benchmark is one picture.
 """
 
 from __future__ import annotations
@@ -205,10 +208,36 @@ def _reproducibility(rows: Sequence[PageRow], reruns: Sequence[Run], columns: Se
     return out
 
 
+def _sweep_curves(rows: Sequence[PageRow], columns: Sequence[Column], labels: dict[str, str]) -> list[dict]:
+    """``[{group, label, runs, columns: {label: [{step, mean, se, n}]}}]`` per seed group (module docstring)."""
+    groups: dict[str, list[PageRow]] = {}
+    for r in rows:
+        if r.run is not None and r.kind == "run":
+            groups.setdefault(r.run.group_hash, []).append(r)
+    out = []
+    for group, members in groups.items():
+        curves = {}
+        for col in columns:
+            by_step: dict[int, list[float]] = {}
+            for r in members:
+                for evals in r.evaluations.values():
+                    for e in evals:
+                        if e.benchmark == col.benchmark and col.metric in e.metrics and e.step is not None:
+                            by_step.setdefault(e.step, []).append(e.metrics[col.metric])
+            curves[col.label] = [{"step": step, "mean": sum(v) / len(v), "n": len(v),
+                                  "se": (sum((x - sum(v) / len(v)) ** 2 for x in v) / (len(v) - 1) / len(v)) ** 0.5
+                                  if len(v) > 1 else None} for step, v in sorted(by_step.items())]
+        out.append({"group": group, "label": labels.get(group) or group[:10], "runs": [m.name for m in members],
+                    "columns": curves})
+    return out
+
+
 def build_page(runs: Sequence[Run], base: Sequence[Path] | None = None, options: PageOptions | None = None,
-               reruns: Sequence[Run] = ()) -> dict[str, Any]:
+               reruns: Sequence[Run] = (), labels: dict[str, str] | None = None) -> dict[str, Any] | None:
     """The page from loaded runs; ``base``: the base model's evaluator output directories (one per
-    benchmark); ``reruns``: the re-runs :func:`ifdistill.results.runs.load_all` left out."""
+    benchmark); ``reruns``: the re-runs :func:`ifdistill.results.runs.load_all` left out; ``labels``:
+    a name per seed group (its swept values) for the curves. None when no row has any default column
+    (e.g. an IFBench-only report without ``--columns``)."""
     options = options or PageOptions()
     notes: list[str] = []
     rows = []
@@ -223,6 +252,8 @@ def build_page(runs: Sequence[Run], base: Sequence[Path] | None = None, options:
             notes.append(f"default column(s) no row has, left out: {', '.join(left)}")
     else:
         columns = list(options.columns)
+    if not columns and options.columns is None:
+        return None
     if not columns:
         raise ValueError("results page: no column to show (no row has any of the columns asked for)")
     cells = {r.name: {c.label: _cell(r, c) for c in columns} for r in rows}
@@ -265,6 +296,7 @@ def build_page(runs: Sequence[Run], base: Sequence[Path] | None = None, options:
                   "cells": cells[r.name], "verdict": verdicts.get(r.name), "repro": repro.get(r.name)}
                  for r in rows],
         "deltas": deltas,
+        "curves": _sweep_curves(rows, columns, labels or {}),
         "notes": notes,
     }
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +66,8 @@ def _legend(page: dict) -> str:
             "compared). —: no such evaluation.")
 
 
-def render_markdown(page: dict) -> list[str]:
-    """The page's section of report.md (its first section)."""
+def render_markdown(page: dict, images: Collection[str] = ()) -> list[str]:
+    """The page's section of report.md (its first section); ``images``: the PNG names written beside it."""
     lines = ["## Results page", "", _legend(page), "", *markdown_table(*results_table(page)), ""]
     if page["deltas"]:
         lines += ["### Deltas", "", *markdown_table(*deltas_table(page)), ""]
@@ -77,6 +77,8 @@ def render_markdown(page: dict) -> list[str]:
                   "beyond noise:", ""]
         lines += [f"- {name} vs {d['other']}: {d['column']} {signed(d['delta'], d['se'])}" for name, d in differs]
         lines.append("")
+    if "sweep_curves.png" in images:
+        lines += ["![every benchmark over steps](sweep_curves.png)", ""]
     if page["notes"]:
         lines += ["### Page notes", "", *[f"- {n}" for n in page["notes"]], ""]
     return lines

@@ -235,3 +235,38 @@ def test_columns_thresholds_and_bad_input(page_dirs, tmp_path, capsys):
     assert rows["wins"]["verdict"]["verdict"] == "no clear gain"  # nothing beyond 100 se
     assert main([str(root / "sweep"), "-o", str(tmp_path / "b"), "--columns", "bogus:x"]) == 2
     assert "bogus:x" in capsys.readouterr().err and not (tmp_path / "b").exists()
+
+
+def test_sweep_curves_mean_and_se_over_seeds(tmp_path):
+    """2 swept values x 2 seeds, evaluated at two steps: per group, column and step the mean over
+    seeds and sd/sqrt(2), drawn as one PNG inline in report.html."""
+    passes = {}  # (lr, seed, step) -> IFEval strict pass count out of 40
+    for lr in (1e-5, 1e-4):
+        for seed in (1, 2):
+            run = tmp_path / "sweep" / f"lr{lr:g}_s{seed}"
+            ifeval, gsm = {}, {}
+            for step in (50, 100):
+                k = 5 + round(1e5 * lr) + seed * 3 + step // 25  # at most 40
+                passes[(lr, seed, step)] = k
+                ifeval[step] = simple_rows([i < k for i in range(40)])
+                gsm[step] = [float(i < 40 - k) for i in range(40)]
+            write_run_dir(run, run_id=run.name, seed=seed, config={"method": {"name": "sft"}, "lr": lr},
+                          checkpoints=ifeval, method="sft", config_hash=f"cfg-{run.name}")
+            for step in (50, 100):
+                add_lmeval(run, step, {"gsm8k": ("exact_match", "strict-match", gsm[step]),
+                                       "commonsense_qa": ("acc", "none", [1.0, 0.0] * 20)})
+    out = write_report([tmp_path / "sweep"], tmp_path / "report")
+    page = out["report"]["page"]
+    assert len(page["curves"]) == 2
+    for g in page["curves"]:
+        lr = 1e-5 if "1e-05" in g["label"] else 1e-4
+        assert f"lr={lr:g}" in g["label"] and len(g["runs"]) == 2
+        for col, value in (("IFEval prompt strict", lambda k: k / 40), ("GSM8K strict", lambda k: (40 - k) / 40)):
+            pts = g["columns"][col]
+            assert [p["step"] for p in pts] == [50, 100]
+            for p in pts:
+                v = [value(passes[(lr, s, p["step"])]) for s in (1, 2)]
+                assert p["n"] == 2 and p["mean"] == pytest.approx(statistics.mean(v), abs=TOL)
+                assert p["se"] == pytest.approx(statistics.stdev(v) / math.sqrt(2), abs=TOL)
+    assert (tmp_path / "report" / "sweep_curves.png").is_file()
+    assert "sweep_curves" in (tmp_path / "report" / "report.html").read_text()
