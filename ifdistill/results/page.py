@@ -19,7 +19,9 @@ JSON-able dict; report.md, report.csv and report.html render from it (:mod:`ifdi
   ``|delta| < noise_se * se`` (default 2).
 - **Verdict** (each row against the base): a gain in the gain column (default IFEval prompt strict)
   beyond the threshold and no other column down beyond it -> ``wins``; the gain with such a regression ->
-  ``forgetting``; otherwise ``no clear gain``. Columns a row lacks are named beside the verdict.
+  ``forgetting``; otherwise ``no clear gain``. A gain whose other columns are partly missing (or
+  evaluated with another eval config) and show no regression is an ``unverified gain``, never a win; the
+  columns a row lacks are named beside the verdict.
 - **Reproducibility**: runs sharing config_hash, data manifest and seed (re-runs of one setup) must agree
   within noise in every column; a pair that does not is flagged.
 - **Sweep curves**: per seed group (runs equal but for the seed: one swept value) and column, the mean
@@ -177,7 +179,7 @@ def _verdict(name: str, columns: Sequence[Column], gain: Column, deltas: dict[st
     down = [c.label for c in columns if c is not gain and not deltas[c.label].get("refused")
             and deltas[c.label]["delta"] < 0 and deltas[c.label]["flat"] is False]
     untested = [c.label for c in columns if c is not gain and deltas[c.label].get("refused")]
-    verdict = ("forgetting" if down else "wins") if gained else "no clear gain"
+    verdict = ("forgetting" if down else "unverified gain" if untested else "wins") if gained else "no clear gain"
     notes = ([f"down: {', '.join(down)}"] if down and gained else []) + \
             ([f"untested: {', '.join(untested)}"] if untested else [])
     return {"verdict": verdict, "note": "; ".join(notes)}

@@ -62,7 +62,7 @@ def _legend(page: dict) -> str:
             f"standard error of the difference, paired per prompt/document where both sides have samples, "
             f"else unpaired (u); `~`: under {k:g} standard errors (flat). Verdict against base: a gain in "
             f"{page['options']['gain_column']} beyond {k:g} se and no other column down beyond {k:g} se wins; "
-            "the gain with a regression is forgetting. ‡: another eval config than the column's (never "
+            "the gain with a regression is forgetting, with a column missing an unverified gain. ‡: another eval config than the column's (never "
             "compared). —: no such evaluation.")
 
 
