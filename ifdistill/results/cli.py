@@ -3,13 +3,15 @@
 Three subcommands (``runs`` is the default, so ``ifdistill-report DIR...`` works)::
 
     ifdistill-report [runs] DIR... [--baseline NAME_OR_DIR] [--base-model RESULTS_DIR] [-o OUT_DIR]
+                     [--columns SPEC...] [--compare ROW:REF] [--noise-se K] [--gain-column LABEL]
                      [--checkpoint final|best] [--tfa-key KEY] [--tfce-key KEY] [--wandb]
     ifdistill-report icl-gap ZERO_SHOT_RESULTS_DIR K_SHOT_RESULTS_DIR [-o OUT_DIR]
     ifdistill-report lora-check BASE_MODEL_DIR ADAPTER_DIR [--merged DIR] [--prompts JSONL] [--limit N]
 
 ``DIR`` is a run directory (with metrics.json), an evaluator output directory (with results.json),
 or a folder holding either (a sweep); see :mod:`ifdistill.results.runs`. ``runs`` writes
-``report.md``, ``report.csv`` (+ ``per_instruction_type.csv``, ``seed_groups.csv``), the combined
+``report.md`` (the cross-benchmark results page first, :mod:`ifdistill.results.page`), ``report.html``
+(the page, self-contained), ``report.csv`` (+ ``per_instruction_type.csv``, ``seed_groups.csv``), the combined
 ``metrics.json`` and the PNGs into ``OUT_DIR``. The Python entry point for the same work is
 :func:`write_report`.
 """
