@@ -236,6 +236,15 @@ def test_columns_thresholds_and_bad_input(page_dirs, tmp_path, capsys):
     assert rows["wins"]["verdict"]["verdict"] == "no clear gain"  # nothing beyond 100 se
     assert main([str(root / "sweep"), "-o", str(tmp_path / "b"), "--columns", "bogus:x"]) == 2
     assert "bogus:x" in capsys.readouterr().err and not (tmp_path / "b").exists()
+    assert main([str(root / "sweep"), "-o", str(tmp_path / "c"), "--compare", "wins:nosuchrow"]) == 2
+    assert "nosuchrow" in capsys.readouterr().err and not (tmp_path / "c").exists()
+    # a named pair of rows: forgetting minus wins, paired per document
+    assert main([str(root / "sweep"), "--base-model", str(root / "base"), "-o", str(tmp_path / "d"),
+                 "--compare", "forgetting:wins", "--columns", "gsm8k/exact_match/strict-match"]) == 0
+    deltas = _md_table((tmp_path / "d" / "report.md").read_text(), "### Deltas")
+    delta, se = _expected_delta("GSM8K strict", OUTCOMES["forgetting"], OUTCOMES["wins"])
+    assert deltas[1][:2] == ["forgetting", "wins"] and len(deltas) == 2
+    assert deltas[1][2] == f"{100 * delta:+.2f} ± {100 * se:.2f}" and abs(delta) >= 2 * se
 
 
 def test_sweep_curves_mean_and_se_over_seeds(tmp_path):
