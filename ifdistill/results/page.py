@@ -171,7 +171,7 @@ def _mark_eval_configs(columns: Sequence[Column], cells: dict, base: str | None,
     return chosen
 
 
-def _verdict(name: str, columns: Sequence[Column], gain: Column, deltas: dict[str, dict]) -> dict[str, Any]:
+def _verdict(columns: Sequence[Column], gain: Column, deltas: dict[str, dict]) -> dict[str, Any]:
     g = deltas[gain.label]
     if g.get("refused"):
         return {"verdict": "—", "note": f"no {gain.label} against base ({g['refused']})"}
@@ -284,7 +284,7 @@ def build_page(runs: Sequence[Run], base: Sequence[Path] | None = None, options:
         for r in rows[1:]:
             against = {c.label: _delta(c, cells[r.name][c.label], cells[base_name][c.label], samples, options.noise_se)
                        for c in columns}
-            verdicts[r.name] = _verdict(r.name, columns, gain, against)
+            verdicts[r.name] = _verdict(columns, gain, against)
     elif gain is None:
         notes.append("no IFEval column: no verdicts")
     repro = _reproducibility(rows, reruns, columns, samples, options.noise_se)
