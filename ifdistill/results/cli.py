@@ -3,13 +3,15 @@
 Three subcommands (``runs`` is the default, so ``ifdistill-report DIR...`` works)::
 
     ifdistill-report [runs] DIR... [--baseline NAME_OR_DIR] [--base-model RESULTS_DIR] [-o OUT_DIR]
+                     [--columns SPEC...] [--compare ROW:REF] [--noise-se K] [--gain-column LABEL]
                      [--checkpoint final|best] [--tfa-key KEY] [--tfce-key KEY] [--wandb]
     ifdistill-report icl-gap ZERO_SHOT_RESULTS_DIR K_SHOT_RESULTS_DIR [-o OUT_DIR]
     ifdistill-report lora-check BASE_MODEL_DIR ADAPTER_DIR [--merged DIR] [--prompts JSONL] [--limit N]
 
 ``DIR`` is a run directory (with metrics.json), an evaluator output directory (with results.json),
 or a folder holding either (a sweep); see :mod:`ifdistill.results.runs`. ``runs`` writes
-``report.md``, ``report.csv`` (+ ``per_instruction_type.csv``, ``seed_groups.csv``), the combined
+``report.md`` (the cross-benchmark results page first, :mod:`ifdistill.results.page`), ``report.html``
+(the page, self-contained), ``report.csv`` (+ ``per_instruction_type.csv``, ``seed_groups.csv``), the combined
 ``metrics.json`` and the PNGs into ``OUT_DIR``. The Python entry point for the same work is
 :func:`write_report`.
 """
@@ -26,37 +28,73 @@ from typing import Any
 
 from ifdistill.ifeval.stats import METRICS
 from ifdistill.results import runs as runs_mod
+from ifdistill.results.page import PageOptions, build_page, parse_column
 from ifdistill.results.report import ReportOptions, build_report, json_safe
 
 SUBCOMMANDS = ("runs", "icl-gap", "lora-check")
 
 
+def _base_dirs(base_model: str | Path | None) -> list[Path]:
+    """The base model's evaluator output directories: ``base_model`` itself, or those under it (one
+    per benchmark)."""
+    if not base_model:
+        return []
+    from ifdistill.evaluator import output as eval_output
+
+    if eval_output.is_eval_dir(base_model):
+        return [Path(base_model)]
+    dirs = [p for kind, p in runs_mod.discover([base_model]) if kind == "eval"]
+    if not dirs:
+        raise FileNotFoundError(f"{base_model}: --base-model holds no results.json (an evaluator output dir)")
+    return dirs
+
+
 def write_report(inputs: Sequence[str | Path], out_dir: str | Path, *, base_model: str | Path | None = None,
                  options: ReportOptions | None = None, wandb: bool = False,
-                 wandb_kwargs: dict[str, Any] | None = None, benchmark: str | None = None) -> dict[str, Any]:
+                 wandb_kwargs: dict[str, Any] | None = None, benchmark: str | None = None,
+                 page_options: PageOptions | None = None) -> dict[str, Any]:
     """Load the runs under ``inputs``, build the report and write every output into ``out_dir``.
 
     ``out_dir`` is created only once the inputs have loaded and the report is built, so a wrong
     argument leaves nothing behind.
 
     ``benchmark``: report the training runs' extra benchmark of that name (``callbacks.checkpoint_eval.evals``)
-    instead of their ``eval`` section.
+    instead of their ``eval`` section. ``base_model``: the base model's evaluator output directory, or a
+    folder of them (one per benchmark) for the results page. The results page
+    (:mod:`ifdistill.results.page`) is report.md's first section, adds its columns to report.csv and is
+    report.html.
 
     Returns ``{"report": <the dict>, "files": [written paths], "wandb": <run info or None>}``.
     """
-    from ifdistill.results import plots, tables
+    from ifdistill.evaluator import output as eval_output
+    from ifdistill.results import page_render, plots, tables
 
     notes: list[str] = []
-    loaded = runs_mod.load_all(inputs, notes, benchmark)
-    base = runs_mod.load_eval_dir(base_model, name="base", method="base") if base_model else None
-    if base is not None:
-        loaded = [r for r in loaded if r.path.resolve() != base.path.resolve()]
+    reruns: list[runs_mod.Run] = []
+    loaded = runs_mod.load_all(inputs, notes, benchmark, reruns=reruns)
+    base_dirs = _base_dirs(base_model)
+    ifeval_base = next((p for p in base_dirs if eval_output.benchmark_of(eval_output.read_results_json(p))
+                        in ("ifeval", "ifbench")), None)
+    base = runs_mod.load_eval_dir(ifeval_base, name="base", method="base") if ifeval_base else None
+    if base_dirs:
+        resolved = {p.resolve() for p in base_dirs}
+        loaded = [r for r in loaded if r.path.resolve() not in resolved]
     report = build_report(loaded, base, options, notes)  # every input error is raised by here
+    labels = {r["group_hash"]: " ".join([r["method"] or r["kind"]] + [f"{k}={tables.value(r['key_config'].get(k))}"
+                                                                      for k in report["key_columns"]])
+              for r in report["runs"]}
+    page = build_page(loaded, base_dirs, page_options, reruns, labels)
+    report["page"] = page
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = plots.write_plots(report, out)
-    (out / "report.md").write_text(tables.render_markdown(report, images={p.name for p in files}))
-    files += [out / "report.md", *tables.write_csvs(report, out)]
+    images = list(files)
+    first = page_render.render_markdown(page, {p.name for p in files}) if page else []
+    (out / "report.md").write_text(tables.render_markdown(report, images={p.name for p in files}, first=first))
+    files += [out / "report.md", *tables.write_csvs(report, out, extra=page_render.csv_columns(page) if page else None)]
+    if page:
+        (out / "report.html").write_text(page_render.render_html(page, "Results", images))
+        files.append(out / "report.html")
     (out / "metrics.json").write_text(json.dumps(json_safe(report), indent=2, sort_keys=False) + "\n")
     files.append(out / "metrics.json")
     info = None
@@ -95,6 +133,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--per-type-mode", choices=("strict", "loose"), default="strict")
     p.add_argument("--benchmark", help="report the runs' extra benchmark of this name (callbacks.checkpoint_eval."
                    "evals, e.g. ifbench) instead of their eval section")
+    p.add_argument("--columns", nargs="+", metavar="[LABEL=][BENCHMARK:]METRIC",
+                   help="the results page's columns (default: IFEval prompt/inst strict, gsm8k strict-match "
+                   "exact_match, mmlu acc, truthfulqa_mc2 acc, commonsense_qa acc -- those some row has)")
+    p.add_argument("--noise-se", type=float, default=2.0,
+                   help="a delta under this many standard errors is flat (deltas, verdicts, reproducibility)")
+    p.add_argument("--gain-column", help="the verdict's gain column (label; default the first IFEval column)")
+    p.add_argument("--compare", action="append", metavar="ROW:REFERENCE",
+                   help="a deltas row of the results page (repeatable; default: every row against the first)")
     _add_bootstrap_args(p)
     p.add_argument("--wandb", action="store_true", help="also log tables and PNGs to a W&B run")
     p.add_argument("--wandb-project", default="ifdistill")
@@ -126,10 +172,18 @@ def _cmd_runs(args) -> int:
         tfce_keys=tuple(args.tfce_key) if args.tfce_key else runs_mod.DEFAULT_TFCE_KEYS,
         per_type_mode=args.per_type_mode, n_resamples=args.bootstrap_resamples,
         bootstrap_seed=args.bootstrap_seed, confidence=args.confidence)
+    compare = []
+    for spec in args.compare or []:
+        row, sep, ref = spec.rpartition(":")
+        if not sep or not row or not ref:
+            raise ValueError(f"--compare {spec!r}: expected ROW:REFERENCE")
+        compare.append((row, ref))
+    page_options = PageOptions(columns=tuple(parse_column(c) for c in args.columns) if args.columns else None,
+                               noise_se=args.noise_se, gain_column=args.gain_column, compare=tuple(compare))
     out_dir = Path(args.out_dir or Path("outputs/report") / time.strftime("%Y-%m-%d_%H-%M-%S"))
     result = write_report(args.inputs, out_dir, base_model=args.base_model, options=options,
                           wandb=args.wandb, wandb_kwargs={"project": args.wandb_project, "mode": args.wandb_mode},
-                          benchmark=args.benchmark)
+                          benchmark=args.benchmark, page_options=page_options)
     report = result["report"]
     for note in report["warnings"]:
         print(f"ifdistill-report: warning: {note}", file=sys.stderr)

@@ -37,12 +37,26 @@ def _level_mode(metric: str) -> tuple[str, str]:
     return level, mode
 
 
-def within_noise(delta: float, se: float | None) -> bool | None:
-    """``|delta| < 2 se`` (a zero delta counts as noise even when se is 0, e.g. identical runs);
-    ``None`` when no standard error is known."""
+def within_noise(delta: float, se: float | None, threshold: float = NOISE_SE) -> bool | None:
+    """``|delta| < threshold * se`` (default 2 se; a zero delta counts as noise even when se is 0, e.g.
+    identical runs); ``None`` when no standard error is known."""
     if se is None or math.isnan(se):
         return None if delta != 0 else True
-    return delta == 0 or abs(delta) < NOISE_SE * se
+    return delta == 0 or abs(delta) < threshold * se
+
+
+def document_delta(run_values: Mapping[str, float], ref_values: Mapping[str, float]) -> dict[str, Any] | None:
+    """Paired difference of a per-document metric (lm-eval's samples.jsonl ``metrics``), documents
+    matched by key: ``{run, reference, delta, se, n}`` over the documents both sides scored, with the
+    standard error of the mean per-document difference (sample sd over sqrt(n)); None under 2 pairs."""
+    keys = [k for k in run_values if k in ref_values]
+    if len(keys) < 2:
+        return None
+    a = [float(run_values[k]) for k in keys]
+    b = [float(ref_values[k]) for k in keys]
+    d = [x - y for x, y in zip(a, b)]
+    return {"run": sum(a) / len(a), "reference": sum(b) / len(b), "delta": sum(d) / len(d),
+            "se": clustered_ratio_stderr(d, [1] * len(d)), "n": len(keys)}
 
 
 def _paired_metric(metric: str, run: Sequence[PromptResult], ref: Sequence[PromptResult]
@@ -62,6 +76,28 @@ def _paired_metric(metric: str, run: Sequence[PromptResult], ref: Sequence[Promp
     return sum(a) / total, sum(b) / total, sum(d) / total, clustered_ratio_stderr(d, m)
 
 
+def metric_delta(metric: str, run_metrics: Mapping[str, Any], run_samples: Sequence[PromptResult] | None,
+                 ref_metrics: Mapping[str, Any], ref_samples: Sequence[PromptResult] | None,
+                 threshold: float = NOISE_SE) -> dict[str, Any]:
+    """One IFEval/IFBench metric's delta (run - reference): ``{run, reference, delta, se, se_kind,
+    within_2se, n}``, paired by prompt key when both sides have samples, else unpaired."""
+    run_al, ref_al = ([], [])
+    if run_samples is not None and ref_samples is not None:
+        run_al, ref_al = paired_samples(run_samples, ref_samples)
+    if len(run_al) >= 2:
+        a, b, delta, se = _paired_metric(metric, run_al, ref_al)
+        kind = "paired"
+    else:
+        a, b = float(run_metrics[metric]), float(ref_metrics[metric])
+        delta = a - b
+        se_a = run_metrics.get(f"{metric}_stderr")
+        se_b = ref_metrics.get(f"{metric}_stderr")
+        se = math.sqrt(se_a**2 + se_b**2) if se_a is not None and se_b is not None else math.nan
+        kind = "unpaired"
+    return {"run": a, "reference": b, "delta": delta, "se": se, "se_kind": kind,
+            "within_2se": within_noise(delta, se, threshold), "n": len(run_al)}
+
+
 def compare(run_metrics: Mapping[str, Any], run_samples: Sequence[PromptResult] | None,
             ref_metrics: Mapping[str, Any], ref_samples: Sequence[PromptResult] | None, *,
             n_resamples: int = 10000, seed: int = 0, confidence: float = 0.95) -> dict[str, Any]:
@@ -79,18 +115,8 @@ def compare(run_metrics: Mapping[str, Any], run_samples: Sequence[PromptResult] 
     out: dict[str, Any] = {"paired": paired, "n_paired": len(run_al), "metrics": {}, "mcnemar": {},
                            "bootstrap": {}}
     for metric in METRICS:
-        if paired:
-            a, b, delta, se = _paired_metric(metric, run_al, ref_al)
-            kind = "paired"
-        else:
-            a, b = float(run_metrics[metric]), float(ref_metrics[metric])
-            delta = a - b
-            se_a = run_metrics.get(f"{metric}_stderr")
-            se_b = ref_metrics.get(f"{metric}_stderr")
-            se = math.sqrt(se_a**2 + se_b**2) if se_a is not None and se_b is not None else math.nan
-            kind = "unpaired"
-        out["metrics"][metric] = {"run": a, "reference": b, "delta": delta, "se": se, "se_kind": kind,
-                                  "within_2se": within_noise(delta, se)}
+        result = metric_delta(metric, run_metrics, run_samples, ref_metrics, ref_samples)
+        out["metrics"][metric] = {k: v for k, v in result.items() if k != "n"}
     if paired:
         for mode in MODES:
             ref_vec = [r.prompt(mode) for r in ref_al]

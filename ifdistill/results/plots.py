@@ -199,9 +199,44 @@ def plot_per_type_heatmap(report: dict, path: Path) -> Path | None:
     return path
 
 
+def plot_sweep_curves(page: dict | None, path: Path) -> Path | None:
+    """Every results-page column over steps, one panel per column, one line per seed group (swept
+    value): the mean over seeds with a ±1 se band where there are several seeds; the base model's
+    value as a dotted black line. None without a group evaluated at two steps or more."""
+    if not page or not any(len(pts) > 1 for g in page["curves"] for pts in g["columns"].values()):
+        return None
+    labels = [c["label"] for c in page["columns"]]
+    base = next((r for r in page["rows"] if r["kind"] == "base"), None)
+    fig, axes = plt.subplots(1, len(labels), figsize=(4.2 * len(labels), 3.6), squeeze=False)
+    cmap = plt.get_cmap("tab10")
+    for ax, label in zip(axes[0], labels):
+        for i, g in enumerate(page["curves"]):
+            pts = g["columns"][label]
+            if not pts:
+                continue
+            x = [p["step"] for p in pts]
+            y = [100 * p["mean"] for p in pts]
+            ax.plot(x, y, marker=MARKERS[i % len(MARKERS)], color=cmap(i % 10), label=g["label"])
+            if all(_ok(p["se"]) for p in pts):
+                ax.fill_between(x, [v - 100 * p["se"] for v, p in zip(y, pts)],
+                                [v + 100 * p["se"] for v, p in zip(y, pts)], color=cmap(i % 10), alpha=0.15)
+        cell = base["cells"][label] if base else None
+        if cell:
+            ax.axhline(100 * cell["value"], color="black", linestyle=":", label="base")
+        ax.set_title(label, fontsize=10)
+        ax.set_xlabel("step")
+        ax.set_ylabel("percent")
+    axes[0][-1].legend(fontsize=7, loc="best")
+    fig.suptitle("Every benchmark over steps per swept value (mean over seeds, band ±1 se)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
 def write_plots(report: dict, out_dir: Path) -> list[Path]:
     """All figures that have data; returns the paths written."""
-    made = [plot_ifeval_vs_step(report, out_dir / "ifeval_vs_step.png"),
+    made = [plot_sweep_curves(report.get("page"), out_dir / "sweep_curves.png"), plot_ifeval_vs_step(report, out_dir / "ifeval_vs_step.png"),
             plot_tf_vs_ifeval(report, out_dir / "tf_vs_ifeval.png", report["rankings"]["metric"]),
             plot_per_type_heatmap(report, out_dir / "per_type_heatmap.png")]
     return [p for p in made if p is not None]

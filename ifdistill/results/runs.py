@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import fnmatch
+import hashlib
 import json
 import os
 import re
@@ -39,7 +40,7 @@ from ifdistill.ifeval.stats import METRICS
 from ifdistill.evaluator import output as eval_output
 from ifdistill.results import run_config, run_metrics
 from ifdistill.evaluator.output import EvalOutput
-from ifdistill.rundir import RUN_JSON
+from ifdistill.rundir import RUN_JSON, RunDir
 
 MAX_DEPTH = 4
 # Training-metric names, tried in order; ``*`` matches any part (fnmatch), so ``val/*/acc`` finds the
@@ -249,13 +250,17 @@ def latest_reruns(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
 
 
 def load_all(paths: Sequence[str | os.PathLike], notes: list[str] | None = None,
-             benchmark: str | None = None) -> list[Run]:
+             benchmark: str | None = None, reruns: list[Run] | None = None) -> list[Run]:
     """Every run found under ``paths`` (re-runs of one config as one run, :func:`latest_reruns`);
     names made unique (``name``, ``name#2``...) for the tables. ``notes`` receives a line for every
     directory left out and every run without an evaluation. ``benchmark``: training runs report that
-    extra benchmark's checkpoints (:func:`load_training_run`)."""
+    extra benchmark's checkpoints (:func:`load_training_run`); ``reruns`` receives the re-runs left out
+    (the reproducibility check compares them with the run reported)."""
     found = [load_training_run(p, benchmark) if kind == "run" else load_eval_dir(p) for kind, p in discover(paths)]
     runs, dropped = latest_reruns(found)
+    if reruns is not None:
+        kept = {id(r) for r in runs}
+        reruns += [r for r in found if id(r) not in kept]
     if notes is not None:
         notes += dropped
         notes += [f"{r.path}: run {r.name} has no evaluation yet (listed without IFEval numbers)"
@@ -279,3 +284,66 @@ def find_run(runs: Sequence[Run], name_or_dir: str) -> Run:
             if r.path.resolve() == target.resolve():
                 return r
     raise KeyError(f"no run named or located at {name_or_dir!r}; have: {', '.join(r.name for r in runs)}")
+
+
+@dataclasses.dataclass
+class Evaluation:
+    """One evaluation of one benchmark section of a run, for the cross-benchmark page.
+
+    ``section``: ``"eval"`` (the run's eval section or a stand-alone evaluation) or the extra benchmark's
+    name (``evals/<name>``); ``benchmark``: results.json's ``config.eval.benchmark`` (``ifeval``,
+    ``ifbench``, ``lmeval``); ``metrics``: every aggregate and ``_stderr`` as a float
+    (:func:`ifdistill.evaluator.output.metric_values`)."""
+
+    section: str
+    benchmark: str
+    step: int | None
+    metrics: dict[str, float]
+    eval_config_hash: str | None
+    results_dir: Path | None
+
+
+def _benchmark_guess(section: str, metrics: Mapping[str, Any]) -> str:
+    """The benchmark of a metrics.json entry whose results.json is gone: lm-eval keys hold a ``/``."""
+    if any("/" in k for k in metrics):
+        return "lmeval"
+    return section if section in ("ifeval", "ifbench") else "ifeval"
+
+
+def read_evaluation(section: str, step: int | None, entry: Mapping[str, Any], results_dir: Path | None) -> Evaluation:
+    """From results_dir's results.json when it exists, else from the metrics.json ``entry``."""
+    if results_dir is not None and eval_output.is_eval_dir(results_dir):
+        raw = eval_output.read_results_json(results_dir)
+        return Evaluation(section, eval_output.benchmark_of(raw), step, eval_output.metric_values(raw),
+                          raw.get("eval_config_hash"), results_dir)
+    metrics = dict(entry.get("metrics") or {})
+    values = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return Evaluation(section, _benchmark_guess(section, metrics), step, values, entry.get("eval_config_hash"),
+                      None)
+
+
+def evaluations_of(run: Run) -> dict[str, list[Evaluation]]:
+    """``{section: [evaluations by step]}`` of every benchmark a run has (a stand-alone evaluation: one
+    section ``eval`` with one evaluation)."""
+    if run.kind != "run":
+        return {"eval": [read_evaluation("eval", run.final.step if run.final else None, {}, run.path)]}
+    data = run_metrics.read(run.path)
+    sections = {"eval": run_metrics.results_of(data)}
+    sections.update({name: run_metrics.results_of(data, name) for name in sorted(data.get("evals") or {})})
+    out: dict[str, list[Evaluation]] = {}
+    for section, entries in sections.items():
+        evals = []
+        for entry in entries.values():
+            path = Path(entry["results_dir"]) if entry.get("results_dir") else None
+            if path is not None and not path.is_absolute():
+                path = run.path / path
+            evals.append(read_evaluation(section, int(entry["step"]), entry, path))
+        if evals:
+            out[section] = sorted(evals, key=lambda e: e.step)
+    return out
+
+
+def data_manifest_digest(run: Run) -> str | None:
+    """sha256 of the run's data manifest (``data/manifest.json``), or None without one."""
+    path = RunDir(run.path).manifest
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None

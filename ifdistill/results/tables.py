@@ -217,13 +217,14 @@ def _warnings_section(report: dict) -> list[str]:
     return ["## Warnings", "", *[f"- {n}" for n in notes], ""] if notes else []
 
 
-def render_markdown(report: dict, images: Collection[str] = ()) -> str:
-    """report.md; ``images`` are the PNG file names written next to it (linked where they belong)."""
+def render_markdown(report: dict, images: Collection[str] = (), first: Sequence[str] = ()) -> str:
+    """report.md; ``images`` are the PNG file names written next to it (linked where they belong);
+    ``first``: lines shown before the IFEval sections (the cross-benchmark results page)."""
     head = ["# IFEval report", "",
             f"{len(report['runs'])} row(s); baseline for deltas: **{report['baseline']}**"
             + (f"; base model: **{report['base_model']}**" if report["base_model"] else "") + ".", "",
             report["standard_error"], ""]
-    parts = (head + _warnings_section(report) + _runs_section(report) + _deltas_section(report) + _seed_section(report)
+    parts = (head + _warnings_section(report) + list(first) + _runs_section(report) + _deltas_section(report) + _seed_section(report)
              + _rankings_section(report, images) + _per_type_section(report, images)
              + _checkpoints_section(report, images)
              + _failures_section(report))
@@ -265,9 +266,12 @@ def _write_csv(path: Path, rows: list[dict[str, Any]], columns: Sequence[str] = 
             writer.writerow({k: ("" if _missing(v) else v) for k, v in r.items()})
 
 
-def write_csvs(report: dict, out_dir: Path) -> list[Path]:
+def write_csvs(report: dict, out_dir: Path, extra: dict[str, dict[str, Any]] | None = None) -> list[Path]:
+    """report.csv (``extra``: more columns per run name, the results page's), per_instruction_type.csv
+    and seed_groups.csv."""
     deltas = {d["run"]: d for d in report["deltas"]}
-    runs = [_flat_run_row(r, deltas.get(r["name"]), report["key_columns"]) for r in report["runs"]]
+    runs = [{**_flat_run_row(r, deltas.get(r["name"]), report["key_columns"]), **(extra or {}).get(r["name"], {})}
+            for r in report["runs"]]
     paths = [out_dir / "report.csv"]
     _write_csv(paths[0], runs)
     pt = report["per_instruction_type"]

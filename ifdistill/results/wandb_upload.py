@@ -6,7 +6,8 @@ re-opening finished training runs to add comparison tables would change their hi
 ``wandb sync``; :mod:`ifdistill.wandb_offline` reads it back in tests.
 
 Logged: ``report/runs``, ``report/deltas``, ``report/per_instruction_type``, ``report/seed_groups``
-(tables with the CSV files' columns), one ``wandb.Image`` per PNG under ``report/<file stem>``, and
+(tables with the CSV files' columns), the results page's ``report/page`` and ``report/page_deltas``
+(the tables of report.md, cell for cell), one ``wandb.Image`` per PNG under ``report/<file stem>``, and
 the baseline / base model names in the summary.
 """
 
@@ -53,6 +54,13 @@ def upload(report: dict, out_dir: str | os.PathLike, *, project: str = "ifdistil
             data = [[d["run"], d["baseline"], m, v["delta"], v["se"], v["se_kind"], v["within_2se"]]
                     for d in report["deltas"] for m, v in d["metrics"].items()]
             payload["report/deltas"] = wandb.Table(columns=columns, data=data)
+        if report.get("page"):
+            from ifdistill.results import page_render
+
+            for key, (header, rows) in (("page", page_render.results_table(report["page"])),
+                                        ("page_deltas", page_render.deltas_table(report["page"]))):
+                if rows:
+                    payload[f"report/{key}"] = wandb.Table(columns=list(header), data=rows)
         for png in sorted(out_dir.glob("*.png")):
             payload[f"report/{png.stem}"] = wandb.Image(str(png), caption=png.stem)
         run.log(payload)

@@ -175,3 +175,52 @@ def write_scenario(root: Path, n_prompts: int = 300) -> dict[str, Path]:
         out[name] = write_run_dir(root / "sweep" / name, run_id=name, seed=seed, config=cfg, checkpoints=ckpts,
                                   train=train, method=method, key_config={"replay_ratio": 0.18})
     return out
+
+
+def lmeval_res(tasks: Mapping[str, tuple[str, str, Sequence[float]]]) -> dict[str, Any]:
+    """lm-eval's ``evaluate`` output for ``{task: (metric, filter, per-document values)}``: a filter other
+    than ``none`` is a generate_until task, ``none`` a multiple-choice (loglikelihood) one. The aggregate
+    is the mean and its standard error the sample sd over sqrt(n), as lm-eval's ``mean_stderr``."""
+    import statistics
+
+    results, samples = {}, {}
+    for task, (metric, filt, values) in tasks.items():
+        n = len(values)
+        results[task] = {f"{metric},{filt}": sum(values) / n,
+                         f"{metric}_stderr,{filt}": statistics.stdev(values) / n ** 0.5, "alias": task}
+        rows = []
+        for i, v in enumerate(values):
+            if filt == "none":
+                args, resps = [[f"q{i}", " a"], [f"q{i}", " b"]], [[(-1.0, True)], [(-2.0, False)]]
+                filtered = [(-1.0, True), (-2.0, False)]
+            else:
+                args, resps, filtered = [[f"q{i}", {"until": ["\n"]}]], [[f"answer {i}"]], [f"{i}"]
+            rows.append({"doc_id": i, "doc_hash": _hex(f"{task}{i}"), "arguments": args, "resps": resps,
+                         "filtered_resps": filtered, "target": "a", "filter": filt, "metrics": [metric],
+                         metric: v})
+        samples[task] = rows
+    return {"results": results, "samples": samples, "versions": {t: 1 for t in tasks},
+            "n-shot": {t: 0 for t in tasks}, "higher_is_better": {t: {m: True} for t, (m, _, _) in tasks.items()},
+            "n-samples": {t: {"effective": len(v), "original": len(v)} for t, (_, _, v) in tasks.items()}}
+
+
+def write_lmeval_dir(path: Path, tasks: Mapping[str, tuple[str, str, Sequence[float]]],
+                     eval_config_hash: str = "lmeval-cfg") -> dict[str, Any]:
+    """An lm-eval evaluator output through the evaluator's own writers (metrics_of, sample_rows, publish);
+    returns results.json's content."""
+    from ifdistill.evaluator.lmeval import output
+    from ifdistill.evaluator.results import publish
+
+    res = lmeval_res(tasks)
+    results = {"schema_version": 1, "eval_config_hash": eval_config_hash, "metrics": output.metrics_of(res),
+               "tasks": output.task_records(res), "config": {"eval": {"benchmark": "lmeval"}}}
+    publish(path, results, output.sample_rows(res, list(tasks)))
+    return results
+
+
+def add_lmeval(run_dir: Path, step: int, tasks: Mapping[str, tuple[str, str, Sequence[float]]],
+               eval_config_hash: str = "lmeval-cfg", name: str = "lmeval") -> None:
+    """A training run's extra benchmark ``name`` at ``step`` (``evals/<name>/step_X``, metrics.json)."""
+    rel = f"evals/{name}/step_{step:06d}"
+    results = write_lmeval_dir(run_dir / rel, tasks, eval_config_hash)
+    run_metrics.record_checkpoint(run_dir, step, results, rel, "callback", benchmark=name)

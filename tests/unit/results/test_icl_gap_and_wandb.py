@@ -50,6 +50,7 @@ def test_icl_gap_warns_about_other_config_differences(tmp_path, capsys):
 def test_wandb_upload_offline_has_tables_and_images(tmp_path, monkeypatch):
     import wandb
 
+    from ifdistill.results import page_render
     from ifdistill.wandb_offline import find_run_dirs, load_table, read_run
 
     monkeypatch.setenv("WANDB_MODE", "offline")
@@ -69,6 +70,9 @@ def test_wandb_upload_offline_has_tables_and_images(tmp_path, monkeypatch):
     table = load_table(run, logged["report/runs"])
     assert table["columns"][0] == "name" and [r[0] for r in table["data"]] == ["base", "distill_s1", "sft_s1", "sft_s2"]
     assert {"report/deltas", "report/per_instruction_type", "report/seed_groups"} <= set(logged)
+    header, rows = page_render.results_table(out["report"]["page"])  # the results page, cell for cell
+    page = load_table(run, logged["report/page"])
+    assert page["columns"] == header and page["data"] == rows and page["data"][0][0] == "base"
     for stem in ("ifeval_vs_step", "tf_vs_ifeval", "per_type_heatmap"):
         assert logged[f"report/{stem}"]["_type"] == "image-file"
     assert run["summary"]["baseline"] == "base"

@@ -1,0 +1,304 @@
+"""The results page as data: one row per run, one column per benchmark, deltas, verdicts, reproducibility.
+
+The lab's page, rendered from the runs' files instead of edited by hand. :func:`build_page` returns one
+JSON-able dict; report.md, report.csv and report.html render from it (:mod:`ifdistill.results.page_render`).
+
+- **Rows**: the base model's evaluation first (when given), then every run. A row's value in a column is
+  the *final* (highest-step) evaluation of the benchmark section holding that metric, with the
+  evaluator's standard error.
+- **Columns**: a :class:`Column` per headline metric; :data:`DEFAULT_COLUMNS` are those of the two
+  published tables (IFEval prompt- and instruction-level strict, GSM8K strict-match exact match, MMLU,
+  TruthfulQA mc2, CommonsenseQA accuracy). A default column no row has is left out with a note; a column
+  asked for by name is always shown. A row without the benchmark shows ``—`` and a note.
+- **Eval config**: in each column the evaluations should share one ``eval_config_hash`` (the base's, else
+  the most common). A cell with another is marked and kept out of every delta and verdict, never
+  compared as if it measured the same thing.
+- **Deltas** (row minus reference): paired per prompt / document when both sides have samples.jsonl
+  (IFEval: :func:`ifdistill.results.paired.metric_delta`; lm-eval: the task's per-document metric,
+  :func:`ifdistill.results.paired.document_delta`), else unpaired ``sqrt(se_a^2 + se_b^2)``. *Flat*:
+  ``|delta| < noise_se * se`` (default 2).
+- **Verdict** (each row against the base): a gain in the gain column (default IFEval prompt strict)
+  beyond the threshold and no other column down beyond it -> ``wins``; the gain with such a regression ->
+  ``forgetting``; otherwise ``no clear gain``. A gain whose other columns are partly missing (or
+  evaluated with another eval config) and show no regression is an ``unverified gain``, never a win; the
+  columns a row lacks are named beside the verdict.
+- **Reproducibility**: runs sharing config_hash, data manifest and seed (re-runs of one setup) must agree
+  within noise in every column; a pair that does not is flagged.
+- **Sweep curves**: per seed group (runs equal but for the seed: one swept value) and column, the mean
+  over the group's seeds at every evaluated step with the standard error of that mean (sd / sqrt(n);
+  none for one seed), so the in-training trade-off of every benchmark is one picture.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ifdistill.evaluator import output as eval_output
+from ifdistill.results import paired
+from ifdistill.results.runs import Evaluation, Run, data_manifest_digest, evaluations_of, read_evaluation
+
+IFEVAL_LIKE = ("ifeval", "ifbench")
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """A headline metric: ``benchmark`` (``ifeval``, ``ifbench`` or ``lmeval``) and the metric's name
+    in results.json (lm-eval: ``<task>/<metric>[/<filter>]``)."""
+
+    label: str
+    benchmark: str
+    metric: str
+
+
+DEFAULT_COLUMNS = (
+    Column("IFEval prompt strict", "ifeval", "prompt_level_strict_acc"),
+    Column("IFEval inst strict", "ifeval", "inst_level_strict_acc"),
+    Column("GSM8K strict", "lmeval", "gsm8k/exact_match/strict-match"),
+    Column("MMLU", "lmeval", "mmlu/acc"),
+    Column("TruthfulQA mc2", "lmeval", "truthfulqa_mc2/acc"),
+    Column("CommonsenseQA", "lmeval", "commonsense_qa/acc"),
+)
+
+
+def parse_column(spec: str) -> Column:
+    """``[LABEL=][BENCHMARK:]METRIC``; without a benchmark a metric with ``/`` is lm-eval's, else IFEval's."""
+    label, sep, rest = spec.partition("=")
+    if not sep:
+        label, rest = "", spec
+    bench, sep, metric = rest.partition(":")
+    if not sep:
+        bench, metric = ("lmeval" if "/" in rest else "ifeval"), rest
+    if bench not in (*IFEVAL_LIKE, "lmeval") or not metric:
+        raise ValueError(f"--columns {spec!r}: expected [LABEL=][ifeval|ifbench|lmeval:]METRIC")
+    return Column(label or metric, bench, metric)
+
+
+@dataclasses.dataclass
+class PageOptions:
+    columns: tuple[Column, ...] | None = None  # None: DEFAULT_COLUMNS that some row has
+    noise_se: float = paired.NOISE_SE  # a difference under this many standard errors is flat
+    gain_column: str | None = None  # label of the verdict's gain column; default the first IFEval column
+    compare: tuple[tuple[str, str], ...] = ()  # (row, reference row); default every row against the first
+
+
+@dataclasses.dataclass
+class PageRow:
+    name: str
+    kind: str  # "base", "run" or "eval"
+    run: Run | None
+    evaluations: dict[str, list[Evaluation]]
+
+
+def _cell(row: PageRow, column: Column) -> dict[str, Any] | None:
+    for section, evals in row.evaluations.items():
+        final = evals[-1]
+        if final.benchmark == column.benchmark and column.metric in final.metrics:
+            return {"value": final.metrics[column.metric], "se": final.metrics.get(f"{column.metric}_stderr"),
+                    "step": final.step, "section": section, "eval_config_hash": final.eval_config_hash,
+                    "results_dir": str(final.results_dir) if final.results_dir else None, "mismatch": False}
+    return None
+
+
+class _Samples:
+    """Per-document values, read once per evaluation directory through the one output reader."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, Any] = {}
+
+    def ifeval(self, results_dir: str | None):
+        if results_dir is None or not (Path(results_dir) / eval_output.SAMPLES_FILE).is_file():
+            return None
+        if results_dir not in self._rows:
+            self._rows[results_dir] = eval_output.read_samples(results_dir)
+        return self._rows[results_dir]
+
+    def documents(self, results_dir: str | None, metric: str) -> dict[str, float] | None:
+        if results_dir is None or not (Path(results_dir) / eval_output.SAMPLES_FILE).is_file():
+            return None
+        if results_dir not in self._rows:
+            self._rows[results_dir] = list(eval_output.iter_sample_rows(results_dir))
+        task, _, name = metric.partition("/")
+        values = {str(r["key"]): float(r["metrics"][name]) for r in self._rows[results_dir]
+                  if r.get("task") == task and isinstance((r.get("metrics") or {}).get(name), (int, float))}
+        return values or None  # a group (mmlu) has rows only under its subtasks: unpaired
+
+
+def _delta(column: Column, a: dict | None, b: dict | None, samples: _Samples, threshold: float) -> dict[str, Any]:
+    """``a`` minus ``b`` in one column; ``refused`` names why there is no delta."""
+    if a is None or b is None:
+        return {"refused": "missing"}
+    if a["mismatch"] or b["mismatch"] or a["eval_config_hash"] != b["eval_config_hash"]:
+        return {"refused": "eval config differs"}
+    if column.benchmark in IFEVAL_LIKE:
+        metrics_a = {column.metric: a["value"], f"{column.metric}_stderr": a["se"]}
+        metrics_b = {column.metric: b["value"], f"{column.metric}_stderr": b["se"]}
+        d = paired.metric_delta(column.metric, metrics_a, samples.ifeval(a["results_dir"]), metrics_b,
+                                samples.ifeval(b["results_dir"]), threshold)
+        return {"delta": d["delta"], "se": d["se"], "se_kind": d["se_kind"], "n": d["n"],
+                "flat": d["within_2se"], "refused": None}
+    docs_a, docs_b = samples.documents(a["results_dir"], column.metric), samples.documents(b["results_dir"], column.metric)
+    d = paired.document_delta(docs_a, docs_b) if docs_a and docs_b else None
+    if d is not None:
+        return {"delta": d["delta"], "se": d["se"], "se_kind": "paired", "n": d["n"],
+                "flat": paired.within_noise(d["delta"], d["se"], threshold), "refused": None}
+    delta = a["value"] - b["value"]
+    se = (a["se"] ** 2 + b["se"] ** 2) ** 0.5 if a["se"] is not None and b["se"] is not None else None
+    return {"delta": delta, "se": se, "se_kind": "unpaired", "n": 0,
+            "flat": paired.within_noise(delta, se, threshold), "refused": None}
+
+
+def _mark_eval_configs(columns: Sequence[Column], cells: dict, base: str | None, notes: list[str]) -> dict[str, Any]:
+    """Mark the cells whose eval_config_hash differs from their column's; returns the column's hash."""
+    chosen = {}
+    for col in columns:
+        present = {name: c for name, c in cells.items() if c.get(col.label) is not None}
+        hashes = collections.Counter(c[col.label]["eval_config_hash"] for c in present.values())
+        if not hashes:
+            chosen[col.label] = None
+            continue
+        ref = present[base][col.label]["eval_config_hash"] if base in present else hashes.most_common(1)[0][0]
+        chosen[col.label] = ref
+        for name, c in present.items():
+            if c[col.label]["eval_config_hash"] != ref:
+                c[col.label]["mismatch"] = True
+                notes.append(f"{col.label}: {name} was evaluated with eval_config_hash "
+                             f"{c[col.label]['eval_config_hash']}, not the column's {ref}; marked ‡ and "
+                             "left out of deltas and verdicts")
+    return chosen
+
+
+def _verdict(columns: Sequence[Column], gain: Column, deltas: dict[str, dict]) -> dict[str, Any]:
+    g = deltas[gain.label]
+    if g.get("refused"):
+        return {"verdict": "—", "note": f"no {gain.label} against base ({g['refused']})"}
+    gained = g["delta"] > 0 and g["flat"] is False
+    down = [c.label for c in columns if c is not gain and not deltas[c.label].get("refused")
+            and deltas[c.label]["delta"] < 0 and deltas[c.label]["flat"] is False]
+    untested = [c.label for c in columns if c is not gain and deltas[c.label].get("refused")]
+    verdict = ("forgetting" if down else "unverified gain" if untested else "wins") if gained else "no clear gain"
+    notes = ([f"down: {', '.join(down)}"] if down and gained else []) + \
+            ([f"untested: {', '.join(untested)}"] if untested else [])
+    return {"verdict": verdict, "note": "; ".join(notes)}
+
+
+def _reproducibility(rows: Sequence[PageRow], reruns: Sequence[Run], columns: Sequence[Column],
+                     samples: _Samples, threshold: float) -> dict[str, dict[str, Any]]:
+    """Per reported run with re-runs: ``{n, differs: [...], status}`` (see the module docstring)."""
+    def key(run: Run):
+        return (run.config_hash, data_manifest_digest(run), run.seed)
+
+    out = {}
+    for row in rows:
+        if row.run is None or row.kind != "run" or not row.run.config_hash:
+            continue
+        others = [r for r in reruns if r.kind == "run" and key(r) == key(row.run)]
+        if not others:
+            continue
+        differs = []
+        for other in others:
+            other_row = PageRow(other.name, "run", other, evaluations_of(other))
+            for col in columns:
+                d = _delta(col, _cell(row, col), _cell(other_row, col), samples, threshold)
+                if not d.get("refused") and d["flat"] is False:
+                    differs.append({"other": str(other.path), "column": col.label, "delta": d["delta"], "se": d["se"]})
+        out[row.name] = {"n": 1 + len(others), "differs": differs,
+                         "status": "DIFFERS" if differs else "reproduced"}
+    return out
+
+
+def _sweep_curves(rows: Sequence[PageRow], columns: Sequence[Column], labels: dict[str, str]) -> list[dict]:
+    """``[{group, label, runs, columns: {label: [{step, mean, se, n}]}}]`` per seed group (module docstring)."""
+    groups: dict[str, list[PageRow]] = {}
+    for r in rows:
+        if r.run is not None and r.kind == "run":
+            groups.setdefault(r.run.group_hash, []).append(r)
+    out = []
+    for group, members in groups.items():
+        curves = {}
+        for col in columns:
+            by_step: dict[int, list[float]] = {}
+            for r in members:
+                for evals in r.evaluations.values():
+                    for e in evals:
+                        if e.benchmark == col.benchmark and col.metric in e.metrics and e.step is not None:
+                            by_step.setdefault(e.step, []).append(e.metrics[col.metric])
+            curves[col.label] = [{"step": step, "mean": sum(v) / len(v), "n": len(v),
+                                  "se": (sum((x - sum(v) / len(v)) ** 2 for x in v) / (len(v) - 1) / len(v)) ** 0.5
+                                  if len(v) > 1 else None} for step, v in sorted(by_step.items())]
+        out.append({"group": group, "label": labels.get(group) or group[:10], "runs": [m.name for m in members],
+                    "columns": curves})
+    return out
+
+
+def build_page(runs: Sequence[Run], base: Sequence[Path] | None = None, options: PageOptions | None = None,
+               reruns: Sequence[Run] = (), labels: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """The page from loaded runs; ``base``: the base model's evaluator output directories (one per
+    benchmark); ``reruns``: the re-runs :func:`ifdistill.results.runs.load_all` left out; ``labels``:
+    a name per seed group (its swept values) for the curves. None when no row has any default column
+    (e.g. an IFBench-only report without ``--columns``)."""
+    options = options or PageOptions()
+    notes: list[str] = []
+    rows = []
+    if base:
+        evals = {f"eval{i}" if i else "eval": [read_evaluation("eval", None, {}, Path(p))] for i, p in enumerate(base)}
+        rows.append(PageRow("base", "base", None, evals))
+    rows += [PageRow(r.name, r.kind, r, evaluations_of(r)) for r in runs]
+    if options.columns is None:
+        columns = [c for c in DEFAULT_COLUMNS if any(_cell(r, c) for r in rows)]
+        left = [c.label for c in DEFAULT_COLUMNS if c not in columns]
+        if left:
+            notes.append(f"default column(s) no row has, left out: {', '.join(left)}")
+    else:
+        columns = list(options.columns)
+    if not columns and options.columns is None:
+        return None
+    if not columns:
+        raise ValueError("results page: no column to show (no row has any of the columns asked for)")
+    cells = {r.name: {c.label: _cell(r, c) for c in columns} for r in rows}
+    for r in rows:
+        for c in columns:
+            if cells[r.name][c.label] is None:
+                notes.append(f"{r.name}: no {c.label} ({c.benchmark} {c.metric}) evaluation — shown as —")
+    base_name = "base" if base else None
+    column_hash = _mark_eval_configs(columns, cells, base_name, notes)
+    samples = _Samples()
+    pairs = list(options.compare) or [(r.name, rows[0].name) for r in rows[1:]]
+    names = {r.name for r in rows}
+    for a, b in pairs:
+        for n in (a, b):
+            if n not in names:
+                raise KeyError(f"--compare: no row named {n!r}; have: {', '.join(r.name for r in rows)}")
+    deltas = [{"row": a, "reference": b,
+               "columns": {c.label: _delta(c, cells[a][c.label], cells[b][c.label], samples, options.noise_se)
+                           for c in columns}} for a, b in pairs]
+    gain = next((c for c in columns if c.label == options.gain_column), None) if options.gain_column else \
+        next((c for c in columns if c.benchmark == "ifeval"), None)
+    if options.gain_column and gain is None:
+        raise KeyError(f"--gain-column {options.gain_column!r} is not a column: {', '.join(c.label for c in columns)}")
+    verdicts = {}
+    if base_name and gain is not None:
+        for r in rows[1:]:
+            against = {c.label: _delta(c, cells[r.name][c.label], cells[base_name][c.label], samples, options.noise_se)
+                       for c in columns}
+            verdicts[r.name] = _verdict(columns, gain, against)
+    elif gain is None:
+        notes.append("no IFEval column: no verdicts")
+    repro = _reproducibility(rows, reruns, columns, samples, options.noise_se)
+    return {
+        "options": {"noise_se": options.noise_se, "gain_column": gain.label if gain else None},
+        "columns": [{**dataclasses.asdict(c), "eval_config_hash": column_hash[c.label]} for c in columns],
+        "base": base_name,
+        "rows": [{"name": r.name, "kind": r.kind, "method": r.run.method if r.run else "base",
+                  "config_hash": r.run.config_hash if r.run else None,
+                  "seed_group": r.run.group_hash if r.run else None, "seed": r.run.seed if r.run else None,
+                  "cells": cells[r.name], "verdict": verdicts.get(r.name), "repro": repro.get(r.name)}
+                 for r in rows],
+        "deltas": deltas,
+        "curves": _sweep_curves(rows, columns, labels or {}),
+        "notes": notes,
+    }
+

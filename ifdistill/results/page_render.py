@@ -1,0 +1,132 @@
+"""The results page (:func:`ifdistill.results.page.build_page`) as Markdown, CSV columns and a
+self-contained HTML file.
+
+Values in percent with two decimals ± standard error, deltas in percentage points; ``~`` marks a flat
+delta (under the page's noise threshold), ``(u)`` an unpaired one, ``‡`` a cell evaluated with another
+eval config than its column, ``—`` a gap (the notes say which). report.html holds the same tables and
+every PNG inline as a base64 data URI, so it opens offline and can be published as one file.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Collection, Sequence
+from pathlib import Path
+from typing import Any
+
+from ifdistill.results.tables import markdown_table, num, pct, signed
+
+GAP = "—"
+
+
+def _short(h: str | None) -> str:
+    return (h or GAP)[:10]
+
+
+def _cell_text(cell: dict | None) -> str:
+    if cell is None:
+        return GAP
+    return pct(cell["value"], cell["se"]) + (" ‡" if cell["mismatch"] else "")
+
+
+def _delta_text(d: dict) -> str:
+    if d.get("refused"):
+        return GAP if d["refused"] == "missing" else f"{GAP} ({d['refused']})"
+    return signed(d["delta"], d["se"], d["flat"]) + (" (u)" if d["se_kind"] == "unpaired" else "")
+
+
+def results_table(page: dict) -> tuple[list[str], list[list[str]]]:
+    labels = [c["label"] for c in page["columns"]]
+    header = ["run", "method", "config_hash", "seed group", "seed", *labels, "verdict", "reproducibility"]
+    rows = []
+    for r in page["rows"]:
+        v, rep = r["verdict"], r["repro"]
+        verdict = GAP if v is None else v["verdict"] + (f" ({v['note']})" if v["note"] else "")
+        repro = GAP if rep is None else f"{rep['status']} (n={rep['n']})"
+        rows.append([r["name"], r["method"] or r["kind"], _short(r["config_hash"]), _short(r["seed_group"]),
+                     num(r["seed"]), *[_cell_text(r["cells"][lab]) for lab in labels], verdict, repro])
+    return header, rows
+
+
+def deltas_table(page: dict) -> tuple[list[str], list[list[str]]]:
+    labels = [c["label"] for c in page["columns"]]
+    header = ["run", "against", *[f"Δ {lab}" for lab in labels]]
+    rows = [[d["row"], d["reference"], *[_delta_text(d["columns"][lab]) for lab in labels]] for d in page["deltas"]]
+    return header, rows
+
+
+def _legend(page: dict) -> str:
+    k = page["options"]["noise_se"]
+    return (f"Percent ± standard error at each run's final evaluation. Deltas in percentage points ± the "
+            f"standard error of the difference, paired per prompt/document where both sides have samples, "
+            f"else unpaired (u); `~`: under {k:g} standard errors (flat). Verdict against base: a gain in "
+            f"{page['options']['gain_column']} beyond {k:g} se and no other column down beyond {k:g} se wins; "
+            "the gain with a regression is forgetting, with a column missing an unverified gain. ‡: another eval config than the column's (never "
+            "compared). —: no such evaluation.")
+
+
+def render_markdown(page: dict, images: Collection[str] = ()) -> list[str]:
+    """The page's section of report.md (its first section); ``images``: the PNG names written beside it."""
+    lines = ["## Results page", "", _legend(page), "", *markdown_table(*results_table(page)), ""]
+    if page["deltas"]:
+        lines += ["### Deltas", "", *markdown_table(*deltas_table(page)), ""]
+    differs = [(r["name"], d) for r in page["rows"] if r["repro"] for d in r["repro"]["differs"]]
+    if differs:
+        lines += ["### Reproducibility", "", "Re-runs (same config_hash, data manifest and seed) that differ "
+                  "beyond noise:", ""]
+        lines += [f"- {name} vs {d['other']}: {d['column']} {signed(d['delta'], d['se'])}" for name, d in differs]
+        lines.append("")
+    if "sweep_curves.png" in images:
+        lines += ["![every benchmark over steps](sweep_curves.png)", ""]
+    if page["notes"]:
+        lines += ["### Page notes", "", *[f"- {n}" for n in page["notes"]], ""]
+    return lines
+
+
+def csv_columns(page: dict) -> dict[str, dict[str, Any]]:
+    """``{row name: {column: value}}`` to add to report.csv: every cell's value, se, step, eval config
+    and mismatch, the delta against the first row, the verdict and the reproducibility status."""
+    first = {d["row"]: d for d in page["deltas"]}
+    out = {}
+    for r in page["rows"]:
+        row: dict[str, Any] = {"page.seed_group": r["seed_group"]}
+        for c in page["columns"]:
+            cell = r["cells"][c["label"]] or {}
+            for field in ("value", "se", "step", "eval_config_hash", "mismatch"):
+                row[f"page.{c['label']}.{field}"] = cell.get(field)
+            d = first.get(r["name"], {}).get("columns", {}).get(c["label"], {})
+            for field in ("delta", "se", "se_kind", "flat", "refused"):
+                row[f"page.{c['label']}.delta_{field}"] = d.get(field)
+        row["page.verdict"] = (r["verdict"] or {}).get("verdict")
+        row["page.verdict_note"] = (r["verdict"] or {}).get("note")
+        row["page.reproducibility"] = (r["repro"] or {}).get("status")
+        out[r["name"]] = row
+    return out
+
+
+def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+STYLE = ("body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
+         "td,th{border:1px solid #999;padding:.25em .5em;text-align:right}td:first-child{text-align:left}"
+         "img{max-width:100%}")
+
+
+def render_html(page: dict, title: str, images: Sequence[Path] = ()) -> str:
+    """report.html: the page's tables and ``images`` (PNG files) inline; nothing loaded from elsewhere."""
+    parts = [f"<h1>{html.escape(title)}</h1>", f"<p>{html.escape(_legend(page))}</p>",
+             "<h2>Results</h2>", _html_table(*results_table(page))]
+    if page["deltas"]:
+        parts += ["<h2>Deltas</h2>", _html_table(*deltas_table(page))]
+    if page["notes"]:
+        parts += ["<h2>Notes</h2>", "<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in page["notes"]) + "</ul>"]
+    for png in images:
+        data = base64.b64encode(Path(png).read_bytes()).decode("ascii")
+        parts.append(f'<figure><img alt="{html.escape(Path(png).stem)}" src="data:image/png;base64,{data}">'
+                     f"<figcaption>{html.escape(Path(png).stem)}</figcaption></figure>")
+    return (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+            f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>\n")
