@@ -11,13 +11,16 @@ import csv
 import html.parser
 import math
 import os
+import shutil
 import statistics
+import subprocess
 
 import pytest
 
 from ifdistill.results.cli import main, write_report
 from ifdistill.results.page import PageOptions, parse_column
 
+from tests.support import require
 from tests.unit.results.result_files import add_lmeval, simple_rows, write_eval_dir, write_lmeval_dir, write_run_dir
 
 N_IF, N_LM = 100, 80
@@ -224,6 +227,27 @@ def test_markdown_html_and_csv_show_the_same_numbers(page_dirs):
         csv_rows = {r["name"]: r for r in csv.DictReader(f)}
     assert float(csv_rows["wins"]["page.GSM8K strict.value"]) == pytest.approx(_expected_cell("GSM8K strict", *OUTCOMES["wins"])[0])
     assert csv_rows["forgetting"]["page.verdict"] == "forgetting"
+
+
+@pytest.mark.slow
+def test_report_html_opens_in_headless_chromium(page_dirs, tmp_path):
+    """A browser, not only a parser, reads report.html: Debian's chromium loads the file with the network
+    off and its DOM holds the same results and deltas tables as report.md (.ci/run installs chromium)."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    require(browser is not None, "Debian's chromium (apt-get install chromium) for the headless report.html test")
+    root, _ = page_dirs
+    out = root / "report"
+    md = (out / "report.md").read_text()
+    proc = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           f"--user-data-dir={tmp_path / 'profile'}", "--proxy-server=127.0.0.1:9",
+                           "--dump-dom", (out / "report.html").as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    parser = _Tables()
+    parser.feed(proc.stdout)
+    assert parser.tables[0] == _md_table(md, "## Results page")
+    assert parser.tables[1] == _md_table(md, "### Deltas")
+    assert proc.stdout.count("<img") >= 1 and "data:image/png;base64," in proc.stdout
 
 
 def test_columns_thresholds_and_bad_input(page_dirs, tmp_path, capsys):
