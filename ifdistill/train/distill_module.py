@@ -116,7 +116,8 @@ class ICLDistillModule(SFTModule):
             head = lm.output_head()
             self.teacher_cache = TeacherCache(cache_dir, teacher_namespace(
                 teacher_model if teacher == "separate" else model, dtype=str(head.weight.dtype),
-                vocab_size=head.weight.shape[0], k=cache_k, temperature=temperature))
+                vocab_size=head.weight.shape[0], k=cache_k, temperature=temperature,
+                quantize=(peft or {}).get("quantize") if teacher == "frozen_initial" else None))
 
     @staticmethod
     def _freeze(lm: SelectiveLM) -> SelectiveLM:

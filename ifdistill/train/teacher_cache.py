@@ -36,7 +36,7 @@ import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -66,6 +66,7 @@ class CacheNamespace:
     k: int
     temperature: float
     version: int = FORMAT_VERSION
+    quantize: Optional[str] = None  # peft.quantize of a frozen_initial teacher (QLoRA's base is quantised)
 
     def __post_init__(self):
         if not 1 <= self.k <= self.vocab_size:
@@ -73,7 +74,8 @@ class CacheNamespace:
 
     def to_dict(self) -> dict[str, Any]:
         return {"teacher": dict(sorted(self.teacher.items())), "dtype": self.dtype, "vocab_size": self.vocab_size,
-                "k": self.k, "temperature": float(self.temperature), "version": self.version}
+                "k": self.k, "temperature": float(self.temperature), "version": self.version,
+                **({"quantize": self.quantize} if self.quantize else {})}
 
     @property
     def id(self) -> str:

@@ -61,7 +61,7 @@ def teacher_weights_dir(model: Mapping[str, Any]) -> Path:
 
 
 def teacher_namespace(model: Mapping[str, Any], *, dtype: str, vocab_size: int, k: int,
-                      temperature: float) -> CacheNamespace:
+                      temperature: float, quantize: Optional[str] = None) -> CacheNamespace:
     """The cache namespace of a teacher given by its ``model``-like section."""
     from ifdistill.train.teacher_cache import CacheNamespace
 
@@ -69,7 +69,7 @@ def teacher_namespace(model: Mapping[str, Any], *, dtype: str, vocab_size: int, 
     if not hashes:
         raise ValueError(f"no weight files in {teacher_weights_dir(model)} to identify the teacher by")
     return CacheNamespace(teacher=hashes, dtype=dtype, vocab_size=int(vocab_size), k=min(int(k), int(vocab_size)),
-                          temperature=float(temperature))
+                          temperature=float(temperature), quantize=quantize or None)
 
 
 def progress_lines(label: str, every: float = 0.1) -> Callable[[int, int], None]:

@@ -72,7 +72,9 @@ def test_namespace_is_the_content_address():
     assert base.id == _ns(8).id
     changed = [_ns(9), _ns(8, teacher={"model.safetensors": "cd" * 32}), _ns(8, v=V + 1),
                CacheNamespace(teacher=WEIGHTS, dtype="torch.bfloat16", vocab_size=V, k=8, temperature=1.0),
-               CacheNamespace(teacher=WEIGHTS, dtype="torch.float32", vocab_size=V, k=8, temperature=2.0)]
+               CacheNamespace(teacher=WEIGHTS, dtype="torch.float32", vocab_size=V, k=8, temperature=2.0),
+               CacheNamespace(teacher=WEIGHTS, dtype="torch.float32", vocab_size=V, k=8, temperature=1.0,
+                              quantize="4bit")]  # QLoRA's quantised base is another teacher
     assert len({c.id for c in changed} | {base.id}) == len(changed) + 1
     assert view_key([1, 2, 3], [2]) != view_key([1, 2, 3], [1]) != view_key([1, 2, 4], [1])
 
