@@ -175,7 +175,7 @@ ROWS = [
     Row("report_missing_dir", "report", lambda d: [f"{d}/nope"], "ifdistill-report: error: "),
     Row("report_no_runs", "report", lambda d: [f"{d}/empty_dir"], "ifdistill-report: error: "),
     Row("report_base_model_without_results", "report", lambda d: [f"{d}/good_eval", "--base-model", f"{d}/not_results"],
-        "ifdistill-report: error: {d}/not_results/results.json: missing"),
+        "ifdistill-report: error: {d}/not_results: --base-model holds no results.json"),
     Row("report_edited_results", "report", lambda d: [f"{d}/edited_eval"],
         "ifdistill-report: error: {d}/edited_eval/results.json: checksum mismatch"),
     Row("report_truncated_metrics", "report", lambda d: [f"{d}/runs/r1"],
