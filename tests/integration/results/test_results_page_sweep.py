@@ -1,7 +1,7 @@
 """The results page of a real tiny sweep: ``ifdistill-train -m`` over 2 replay ratios x SFT/distill x
 2 seeds (4 steps each, one checkpoint), every checkpoint evaluated by the checkpoint callback on IFEval
 (8 synthetic prompts) and one lm-eval task (CommonsenseQA's definition on 8 local documents), both on
-the HF backend; the untrained tiny model evaluated the same way by ``ifdistill-eval`` as the base row.
+the HF backend and served by one persistent evaluator per run; the untrained tiny model evaluated the same way by ``ifdistill-eval`` as the base row.
 ``ifdistill-report`` renders the page, and headless chromium reads report.html's tables back.
 
 After 4 steps the numbers are near chance: the test checks that the page is whole (a row per run, no
@@ -72,6 +72,7 @@ def sweep(tmp_path_factory) -> Path:
           "optim.lr=1e-3", "optim.schedule=constant", "run.eval_every_n_steps=1000",
           f"run.checkpoint_every_n_steps={STEPS}",
           "callbacks=checkpoint_eval", "eval=synthetic", f"callbacks.checkpoint_eval.every_n_steps={STEPS}",
+          "callbacks.checkpoint_eval.engine=persistent",  # one evaluator process per run serves both benchmarks
           *_ifeval(), f"+eval@{EXTRA}=lmeval", *_lmeval(EXTRA, tasks),
           f"paths.output_root={out}", f"hydra.sweep.dir={out}/sweep"], out / "train.log", timeout=600)
     for name, args in {"ifeval": ["eval=synthetic", *_ifeval()], "lmeval": ["eval=lmeval", *_lmeval("eval", tasks)]}.items():
