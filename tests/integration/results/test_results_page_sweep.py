@@ -1,8 +1,9 @@
 """The results page of a real tiny sweep: ``ifdistill-train -m`` over 2 replay ratios x SFT/distill x
 2 seeds (4 steps each, one checkpoint), every checkpoint evaluated by the checkpoint callback on IFEval
 (8 synthetic prompts) and one lm-eval task (CommonsenseQA's definition on 8 local documents), both on
-the HF backend and served by one persistent evaluator per run; the untrained tiny model evaluated the same way by ``ifdistill-eval`` as the base row.
-``ifdistill-report`` renders the page, and headless chromium reads report.html's tables back.
+the HF backend and served by one persistent evaluator per run; the untrained tiny model evaluated the
+same way by ``ifdistill-eval`` as the base row. ``ifdistill-report`` renders the page, and headless
+chromium reads report.html's tables back.
 
 After 4 steps the numbers are near chance: the test checks that the page is whole (a row per run, no
 gap, a delta and a verdict per run) and that every cell is the one its run's results.json holds.
