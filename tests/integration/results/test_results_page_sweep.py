@@ -61,13 +61,15 @@ def _run(argv: list[str], log: Path, timeout: float) -> None:
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory) -> Path:
+    """The sweep's runs (``train/runs``), the base's evaluations (``base/``) and the page (``report/``)."""
     out = tmp_path_factory.mktemp("page_sweep")
     tasks = write_tasks(out / "lmeval", n_test=N_DOCS)
     _run([sys.executable, "-m", "ifdistill.train.cli", "-m",
           # the replay-sweep preset names each run by its swept values (ratio-0_method-sft_seed-1)
           "experiment=ifeval_replay_sweep", "data.ratio=0,0.5", "method=sft,distill", "seed=1,2",
-          "model=tiny", "data=synthetic_replay", "trainer.accelerator=cpu", "trainer.devices=1",
-          "trainer.accumulate_grad_batches=1", "gradient_checkpointing=false", "peft=lora", "peft.r=4", "peft.dropout=0.0", "trainer=cpu", "logger=csv",
+          "model=tiny", "data=synthetic_replay", "trainer=cpu", "trainer.accelerator=cpu", "trainer.devices=1",
+          "trainer.accumulate_grad_batches=1", "gradient_checkpointing=false", "logger=csv",
+          "peft=lora", "peft.r=4", "peft.dropout=0.0",
           "+data.sources.0.max_examples=32", "+data.replay.0.max_examples=32", "data.heldout=4",
           "data.max_length=384", "datamodule.micro_batch_size=2", f"trainer.max_steps={STEPS}",
           "optim.lr=1e-3", "optim.schedule=constant", "run.eval_every_n_steps=1000",
@@ -76,11 +78,13 @@ def sweep(tmp_path_factory) -> Path:
           "callbacks.checkpoint_eval.engine=persistent",  # one evaluator process per run serves both benchmarks
           *_ifeval(), f"+eval@{EXTRA}=lmeval", *_lmeval(EXTRA, tasks),
           f"paths.output_root={out}", f"hydra.sweep.dir={out}/sweep"], out / "train.log", timeout=600)
-    for name, args in {"ifeval": ["eval=synthetic", *_ifeval()], "lmeval": ["eval=lmeval", *_lmeval("eval", tasks)]}.items():
+    base = {"ifeval": ["eval=synthetic", *_ifeval()], "lmeval": ["eval=lmeval", *_lmeval("eval", tasks)]}
+    for name, args in base.items():
         _run([sys.executable, "-m", "ifdistill.evaluator.cli", "model=tiny", *args, f"output_dir={out}/base/{name}",
               f"hydra.run.dir={out}/base/{name}"], out / f"base_{name}.log", timeout=300)
+    columns = [f"{label}={bench}:{metric}" for label, (bench, metric) in COLUMNS.items()]
     _run([sys.executable, "-m", "ifdistill.results.cli", str(out / "train" / "runs"), "--base-model", str(out / "base"),
-          "--columns", *(f"{label}={bench}:{metric}" for label, (bench, metric) in COLUMNS.items()), "-o", str(out / "report")], out / "report.log", timeout=300)
+          "--columns", *columns, "-o", str(out / "report")], out / "report.log", timeout=300)
     return out
 
 
