@@ -8,19 +8,16 @@ same table is read back from report.md, report.csv and report.html (html.parser)
 from __future__ import annotations
 
 import csv
-import html.parser
 import math
 import os
-import shutil
 import statistics
-import subprocess
 
 import pytest
 
 from ifdistill.results.cli import main, write_report
 from ifdistill.results.page import PageOptions, parse_column
 
-from tests.support import require
+from tests.unit.results.page_tables import chromium_dom, html_tables, md_table
 from tests.unit.results.result_files import add_lmeval, simple_rows, write_eval_dir, write_lmeval_dir, write_run_dir
 
 N_IF, N_LM = 100, 80
@@ -166,46 +163,11 @@ def test_reproducibility_flags_a_rerun_beyond_noise(page_dirs):
     assert rows["forgetting"]["repro"] is None  # no re-run: nothing to check
 
 
-class _Tables(html.parser.HTMLParser):
-    def __init__(self):
-        super().__init__()
-        self.tables, self._cell = [], None
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "table":
-            self.tables.append([])
-        elif tag == "tr":
-            self.tables[-1].append([])
-        elif tag in ("td", "th"):
-            self._cell = ""
-
-    def handle_endtag(self, tag):
-        if tag in ("td", "th"):
-            self.tables[-1][-1].append(self._cell)
-            self._cell = None
-
-    def handle_data(self, data):
-        if self._cell is not None:
-            self._cell += data
-
-
-def _md_table(md, heading):
-    lines = md.split(heading, 1)[1].splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
-    rows = []
-    for line in lines[start:]:
-        if not line.startswith("|"):
-            break
-        if not line.startswith("|---"):
-            rows.append([c.strip() for c in line.strip("|").split(" | ")])
-    return rows
-
-
 def test_markdown_html_and_csv_show_the_same_numbers(page_dirs):
     root, page = page_dirs
     out = root / "report"
     md = (out / "report.md").read_text()
-    table = _md_table(md, "## Results page")
+    table = md_table(md, "## Results page")
     header, body = table[0], {r[0]: r for r in table[1:]}
     for name, outcome in {"base": BASE, **OUTCOMES}.items():
         for col in COLUMNS:
@@ -214,15 +176,14 @@ def test_markdown_html_and_csv_show_the_same_numbers(page_dirs):
             cell = body[name][header.index(col)]
             assert cell == (text + " ‡" if name == "othercfg" and col in ("GSM8K strict", "CommonsenseQA") else text)
     assert body["wins"][header.index("verdict")] == "wins" and body["wins"][header.index("reproducibility")] == "DIFFERS (n=2)"
-    deltas = _md_table(md, "### Deltas")
+    deltas = md_table(md, "### Deltas")
     d = {r[0]: r for r in deltas[1:]}
     assert d["nogain"][deltas[0].index("Δ GSM8K strict")].endswith("~ (u)")
     assert d["othercfg"][deltas[0].index("Δ CommonsenseQA")] == "— (eval config differs)"
     page_html = (out / "report.html").read_text()
     assert "http://" not in page_html and "https://" not in page_html and "data:image/png;base64," in page_html
-    parser = _Tables()
-    parser.feed(page_html)
-    assert parser.tables[0] == table and parser.tables[1] == deltas
+    tables = html_tables(page_html)
+    assert tables[0] == table and tables[1] == deltas
     with open(out / "report.csv", newline="") as f:
         csv_rows = {r["name"]: r for r in csv.DictReader(f)}
     assert float(csv_rows["wins"]["page.GSM8K strict.value"]) == pytest.approx(_expected_cell("GSM8K strict", *OUTCOMES["wins"])[0])
@@ -233,21 +194,14 @@ def test_markdown_html_and_csv_show_the_same_numbers(page_dirs):
 def test_report_html_opens_in_headless_chromium(page_dirs, tmp_path):
     """A browser, not only a parser, reads report.html: Debian's chromium loads the file with the network
     off and its DOM holds the same results and deltas tables as report.md (.ci/run installs chromium)."""
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    require(browser is not None, "Debian's chromium (apt-get install chromium) for the headless report.html test")
     root, _ = page_dirs
     out = root / "report"
     md = (out / "report.md").read_text()
-    proc = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                           f"--user-data-dir={tmp_path / 'profile'}", "--proxy-server=127.0.0.1:9",
-                           "--dump-dom", (out / "report.html").as_uri()],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    parser = _Tables()
-    parser.feed(proc.stdout)
-    assert parser.tables[0] == _md_table(md, "## Results page")
-    assert parser.tables[1] == _md_table(md, "### Deltas")
-    assert proc.stdout.count("<img") >= 1 and "data:image/png;base64," in proc.stdout
+    dom = chromium_dom(out / "report.html", tmp_path / "profile")
+    tables = html_tables(dom)
+    assert tables[0] == md_table(md, "## Results page")
+    assert tables[1] == md_table(md, "### Deltas")
+    assert dom.count("<img") >= 1 and "data:image/png;base64," in dom
 
 
 def test_columns_thresholds_and_bad_input(page_dirs, tmp_path, capsys):
@@ -265,7 +219,7 @@ def test_columns_thresholds_and_bad_input(page_dirs, tmp_path, capsys):
     # a named pair of rows: forgetting minus wins, paired per document
     assert main([str(root / "sweep"), "--base-model", str(root / "base"), "-o", str(tmp_path / "d"),
                  "--compare", "forgetting:wins", "--columns", "gsm8k/exact_match/strict-match"]) == 0
-    deltas = _md_table((tmp_path / "d" / "report.md").read_text(), "### Deltas")
+    deltas = md_table((tmp_path / "d" / "report.md").read_text(), "### Deltas")
     delta, se = _expected_delta("GSM8K strict", OUTCOMES["forgetting"], OUTCOMES["wins"])
     assert deltas[1][:2] == ["forgetting", "wins"] and len(deltas) == 2
     assert deltas[1][2] == f"{100 * delta:+.2f} ± {100 * se:.2f}" and abs(delta) >= 2 * se

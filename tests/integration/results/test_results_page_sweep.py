@@ -1,0 +1,126 @@
+"""The results page of a real tiny sweep: ``ifdistill-train -m`` over 2 replay ratios x SFT/distill x
+2 seeds (4 steps each, one checkpoint), every checkpoint evaluated by the checkpoint callback on IFEval
+(8 synthetic prompts) and one lm-eval task (CommonsenseQA's definition on 8 local documents), both on
+the HF backend and served by one persistent evaluator per run; the untrained tiny model evaluated the
+same way by ``ifdistill-eval`` as the base row. ``ifdistill-report`` renders the page, and headless
+chromium reads report.html's tables back.
+
+After 4 steps the numbers are near chance: the test checks that the page is whole (a row per run, no
+gap, a delta and a verdict per run) and that every cell is the one its run's results.json holds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.lmeval.local_tasks import write_tasks
+from tests.unit.results.page_tables import chromium_dom, html_tables, md_table
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[3]
+STEPS = 4
+N_IFEVAL, N_DOCS = 8, 8
+LM_TASK = "commonsense_qa_local"
+COLUMNS = {"IFEval prompt strict": ("ifeval", "prompt_level_strict_acc"),
+           "IFEval inst strict": ("ifeval", "inst_level_strict_acc"),
+           "CommonsenseQA": ("lmeval", f"{LM_TASK}/acc")}
+EXTRA = "callbacks.checkpoint_eval.evals.lmeval"
+
+
+def _eval_args(prefix: str) -> list[str]:
+    """The one eval runtime of IFEval and lm-eval: HF backend, one thread, no progress bars."""
+    return [f"{prefix}.backend=hf", f"{prefix}.runtime.num_threads=1", f"{prefix}.runtime.progress=false"]
+
+
+def _ifeval(prefix: str = "eval") -> list[str]:
+    return [f"{prefix}.data.max_examples={N_IFEVAL}", f"{prefix}.generation.max_new_tokens=16", *_eval_args(prefix)]
+
+
+def _lmeval(prefix: str, tasks: Path) -> list[str]:
+    return [f"{prefix}.lmeval.tasks=[{LM_TASK}]", f"{prefix}.lmeval.include_path=[{tasks}]",
+            f"{prefix}.lmeval.limit={N_DOCS}", *_eval_args(prefix)]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "TOKENIZERS_PARALLELISM": "false",
+            "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
+
+
+def _run(argv: list[str], log: Path, timeout: float) -> None:
+    with log.open("w") as f:
+        proc = subprocess.run(argv, cwd=ROOT, env=_env(), stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
+    assert proc.returncode == 0, "\n".join(log.read_text(errors="replace").splitlines()[-60:])
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory) -> Path:
+    """The sweep's runs (``train/runs``), the base's evaluations (``base/``) and the page (``report/``)."""
+    out = tmp_path_factory.mktemp("page_sweep")
+    tasks = write_tasks(out / "lmeval", n_test=N_DOCS)
+    _run([sys.executable, "-m", "ifdistill.train.cli", "-m",
+          # the replay-sweep preset names each run by its swept values (ratio-0_method-sft_seed-1)
+          "experiment=ifeval_replay_sweep", "data.ratio=0,0.5", "method=sft,distill", "seed=1,2",
+          "model=tiny", "data=synthetic_replay", "trainer=cpu", "trainer.accelerator=cpu", "trainer.devices=1",
+          "trainer.accumulate_grad_batches=1", "gradient_checkpointing=false", "logger=csv",
+          "peft=lora", "peft.r=4", "peft.dropout=0.0",
+          "+data.sources.0.max_examples=32", "+data.replay.0.max_examples=32", "data.heldout=4",
+          "data.max_length=384", "datamodule.micro_batch_size=2", f"trainer.max_steps={STEPS}",
+          "optim.lr=1e-3", "optim.schedule=constant", "run.eval_every_n_steps=1000",
+          f"run.checkpoint_every_n_steps={STEPS}",
+          "callbacks=checkpoint_eval", "eval=synthetic", f"callbacks.checkpoint_eval.every_n_steps={STEPS}",
+          "callbacks.checkpoint_eval.engine=persistent",  # one evaluator process per run serves both benchmarks
+          *_ifeval(), f"+eval@{EXTRA}=lmeval", *_lmeval(EXTRA, tasks),
+          f"paths.output_root={out}", f"hydra.sweep.dir={out}/sweep"], out / "train.log", timeout=600)
+    base = {"ifeval": ["eval=synthetic", *_ifeval()], "lmeval": ["eval=lmeval", *_lmeval("eval", tasks)]}
+    for name, args in base.items():
+        _run([sys.executable, "-m", "ifdistill.evaluator.cli", "model=tiny", *args, f"output_dir={out}/base/{name}",
+              f"hydra.run.dir={out}/base/{name}"], out / f"base_{name}.log", timeout=300)
+    columns = [f"{label}={bench}:{metric}" for label, (bench, metric) in COLUMNS.items()]
+    _run([sys.executable, "-m", "ifdistill.results.cli", str(out / "train" / "runs"), "--base-model", str(out / "base"),
+          "--columns", *columns, "-o", str(out / "report")], out / "report.log", timeout=300)
+    return out
+
+
+def _results(run_dir: Path, bench: str) -> dict:
+    sub = run_dir / "evals" / ("lmeval" if bench == "lmeval" else "") / f"step_{STEPS:06d}" / "results.json"
+    return json.loads(sub.read_text())
+
+
+def _cell(value: float, se: float) -> str:
+    return f"{100 * value:.2f} ± {100 * se:.2f}"
+
+
+def test_the_page_of_a_real_sweep_has_every_run_and_benchmark(sweep):
+    """A row per run named by its swept values after the base row; every cell is the final checkpoint's
+    results.json value ± its standard error (base: ifdistill-eval's); a delta per run and column; a verdict
+    per run; report.html as chromium builds it holds the same two tables as report.md."""
+    md = (sweep / "report" / "report.md").read_text()
+    table = md_table(md, "## Results page")
+    header, body = table[0], {r[0]: r for r in table[1:]}
+    runs = {p.name: p for p in (sweep / "train" / "runs").iterdir() if (p / "run.json").is_file()}
+    swept = {f"ratio-{r}_method-{m}_seed-{s}" for r in (0, 0.5) for m in ("sft", "distill") for s in (1, 2)}
+    assert {name.rsplit("-", 1)[0] for name in runs} == swept
+    assert list(body)[0] == "base" and set(body) == {"base", *runs}
+    sources = {"base": lambda bench: json.loads((sweep / "base" / bench / "results.json").read_text())}
+    sources.update({name: (lambda bench, d=d: _results(d, bench)) for name, d in runs.items()})
+    for name, results in sources.items():
+        for label, (bench, metric) in COLUMNS.items():
+            metrics = results(bench)["metrics"]
+            assert body[name][header.index(label)] == _cell(metrics[metric], metrics[f"{metric}_stderr"]), (name, label)
+    verdicts = {body[name][header.index("verdict")] for name in runs}
+    assert verdicts and verdicts <= {"wins", "forgetting", "no clear gain"}, verdicts
+    deltas = md_table(md, "### Deltas")
+    assert {r[0] for r in deltas[1:]} == set(runs) and {r[1] for r in deltas[1:]} == {"base"}
+    assert [f"Δ {label}" for label in COLUMNS] == deltas[0][2:]
+    assert all(cell[0] in "+-" for r in deltas[1:] for cell in r[2:]), deltas  # a number in every cell, no gap
+
+    dom = chromium_dom(sweep / "report" / "report.html", sweep / "profile")
+    tables = html_tables(dom)
+    assert tables[0] == table and tables[1] == deltas
