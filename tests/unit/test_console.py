@@ -32,6 +32,19 @@ def console():
     deepspeed = logging.getLogger("DeepSpeed")
     ds_handler = logging.StreamHandler(screen)  # as DeepSpeed's logger factory adds at import
     level, ds_propagate = root.level, deepspeed.propagate
+    # Earlier tests in this pytest process import the libraries (vLLM, lm-eval) whose own logging set-up gives
+    # their loggers handlers, levels or no propagation; a trainer never imports vLLM (its evaluators are
+    # separate processes writing their own logs), so each library here stands as one that logs to the root.
+    libraries = sorted({n for name, *_ in RECORDS if not name.startswith("ifdistill")
+                        for n in (name, name.split(".")[0])})
+    saved = {n: (lg.propagate, list(lg.handlers), lg.level, lg.disabled)
+             for n in libraries for lg in [logging.getLogger(n)]}
+    for n in libraries:
+        lg = logging.getLogger(n)
+        lg.propagate, lg.disabled = True, False
+        lg.setLevel(logging.NOTSET)
+        for h in list(lg.handlers):
+            lg.removeHandler(h)
     root.addHandler(terminal)
     deepspeed.addHandler(ds_handler)
     deepspeed.propagate = False
@@ -45,6 +58,12 @@ def console():
         deepspeed.removeFilter(f)
     root.setLevel(level)
     logging.captureWarnings(False)
+    for n, (propagate, handlers, lvl, disabled) in saved.items():
+        lg = logging.getLogger(n)
+        lg.propagate, lg.disabled = propagate, disabled
+        lg.setLevel(lvl)
+        for h in handlers:
+            lg.addHandler(h)
 
 
 def _emit() -> None:
