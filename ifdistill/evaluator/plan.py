@@ -8,10 +8,14 @@ IFEval-style rows (:class:`ifdistill.evaluator.run.EvalPlan`) and lm-eval tasks
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import datetime as dt
+import socket
+from typing import Any, Mapping, Optional
 
 from ifdistill.evaluator.model_source import ModelSource
-from ifdistill.evaluator.settings import EvalRunSettings, EvalSettings
+from ifdistill.evaluator.results import process_runtime
+from ifdistill.evaluator.schema import RESULTS_SCHEMA_VERSION
+from ifdistill.evaluator.settings import EvalRunSettings, EvalSettings, as_dict
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -29,3 +33,27 @@ class PlanBase:
     eval_config_hash: str
     model_identity: dict[str, Any]
     prepare_s: float
+
+    def results_record(self, *, scores: Mapping[str, Any], data: Mapping[str, Any], backend: Mapping[str, Any],
+                       runtime: Optional[Mapping[str, Any]], versions: Mapping[str, Any],
+                       timings: Mapping[str, Any]) -> dict[str, Any]:
+        """results.json's content: the identity, config and provenance every benchmark records the same way,
+        around the benchmark's own ``scores`` (metrics, per-task records, counts), ``data`` identity and
+        ``timings``. ``runtime``: the process's as given by its runner, else this process's."""
+        return {
+            "schema_version": RESULTS_SCHEMA_VERSION,
+            "eval_config_hash": self.eval_config_hash,
+            "fingerprint": self.fingerprint,
+            **scores,
+            "model": self.model_identity,
+            "data": dict(data),
+            "config": {"eval": as_dict(self.settings), "model": self.model_cfg, "adapter_dir": self.run.adapter_dir,
+                       "export_dir": self.run.export_dir, "export_kind": self.run.export_kind,
+                       "output_dir": str(self.run.output_dir)},
+            "backend": dict(backend),
+            "runtime": dict(runtime) if runtime is not None else process_runtime(),
+            "versions": dict(versions),
+            "timings": dict(timings),
+            "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "host": socket.gethostname(),
+        }

@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import datetime as dt
 import logging
 import os
-import socket
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -41,9 +39,8 @@ from ifdistill.evaluator.prompts import (Prompt, build_prompts, demo_selection, 
                                          stop_token_ids)
 from ifdistill.evaluator.output import RESULTS_FILE
 from ifdistill.evaluator.plan import PlanBase
-from ifdistill.evaluator.results import package_versions, process_runtime, publish, sample_rows
-from ifdistill.evaluator.schema import RESULTS_SCHEMA_VERSION
-from ifdistill.evaluator.settings import EvalRunSettings, EvalSettings, RuntimeSettings, as_dict, eval_settings, run_settings
+from ifdistill.evaluator.results import package_versions, publish, sample_rows
+from ifdistill.evaluator.settings import EvalRunSettings, EvalSettings, RuntimeSettings, eval_settings, run_settings
 from ifdistill.paths import ensure_nltk_data
 
 log = logging.getLogger(__name__)
@@ -212,28 +209,14 @@ def execute(plan: Any, *, backend: Any = None, runtime: Optional[dict[str, Any]]
         "finish_reasons": dict(sorted(collections.Counter(c.finish_reason for c in completions).items()))}
     if strip:  # how many answers came after a closed think block, had none, or never closed it
         counts["thinking"] = dict(sorted(collections.Counter(scored_text(c.text, True)[1] for c in completions).items()))
-    results = {
-        "schema_version": RESULTS_SCHEMA_VERSION,
-        "eval_config_hash": plan.eval_config_hash,
-        "fingerprint": plan.fingerprint,
-        "metrics": metrics,
-        "per_instruction_type": per_type,
-        "counts": counts,
-        "model": plan.model_identity,
-        "data": {"eval": plan.data.identity, "fewshot_pool": plan.pool.identity if plan.pool else None},
-        "config": {"eval": as_dict(plan.settings), "model": plan.model_cfg, "adapter_dir": plan.run.adapter_dir,
-                   "export_dir": plan.run.export_dir, "export_kind": plan.run.export_kind,
-                   "output_dir": str(plan.run.output_dir)},
-        "backend": backend_info,
-        "runtime": dict(runtime) if runtime is not None else process_runtime(),
-        "versions": package_versions(),
-        "timings": {"prepare_s": round(plan.prepare_s, 3), "load_s": round(t1 - t0, 3),
-                    "generate_s": round(t2 - t1, 3), "score_s": round(t3 - t_scoring, 3),
-                    "total_s": round(plan.prepare_s + time.perf_counter() - t0, 3),
-                    "generated_tokens_per_s": round(tokens / max(t2 - t1, 1e-9), 1)},
-        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "host": socket.gethostname(),
-    }
+    results = plan.results_record(
+        scores={"metrics": metrics, "per_instruction_type": per_type, "counts": counts},
+        data={"eval": plan.data.identity, "fewshot_pool": plan.pool.identity if plan.pool else None},
+        backend=backend_info, runtime=runtime, versions=package_versions(),
+        timings={"prepare_s": round(plan.prepare_s, 3), "load_s": round(t1 - t0, 3),
+                 "generate_s": round(t2 - t1, 3), "score_s": round(t3 - t_scoring, 3),
+                 "total_s": round(plan.prepare_s + time.perf_counter() - t0, 3),
+                 "generated_tokens_per_s": round(tokens / max(t2 - t1, 1e-9), 1)})
     publish(plan.run.output_dir, results, samples, overwrite=plan.run.overwrite)
     log.info("eval %s -> %s: prompt strict %.4f, inst strict %.4f (%d prompts)", plan.eval_config_hash,
              plan.run.output_dir, metrics["prompt_level_strict_acc"], metrics["inst_level_strict_acc"], len(samples))

@@ -19,7 +19,6 @@ only for ``benchmark: lmeval``.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import difflib
 import functools
 import hashlib
@@ -27,7 +26,6 @@ import importlib.metadata
 import json
 import logging
 import random
-import socket
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -224,9 +222,7 @@ def execute_and_publish(plan: LMEvalPlan, backend: Any, *, own: bool, runtime: O
     from lm_eval.evaluator import evaluate
 
     from ifdistill.evaluator.lmeval import output
-    from ifdistill.evaluator.results import package_versions, process_runtime, publish
-    from ifdistill.evaluator.schema import RESULTS_SCHEMA_VERSION
-    from ifdistill.evaluator.settings import as_dict
+    from ifdistill.evaluator.results import package_versions, publish
 
     s = plan.settings.lmeval
     _configure(plan.tasks["tasks"], plan.settings)  # the same few-shot draw as in prepare
@@ -247,34 +243,21 @@ def execute_and_publish(plan: LMEvalPlan, backend: Any, *, own: bool, runtime: O
             raise RuntimeError(f"lm-eval task {name!r} rendered other requests than in prepare (a bug)")
     names = list(plan.tasks["tasks"])
     samples = output.sample_rows(res, names)
-    docs = sum(1 for _ in samples)
-    results = {
-        "schema_version": RESULTS_SCHEMA_VERSION,
-        "eval_config_hash": plan.eval_config_hash,
-        "fingerprint": plan.fingerprint,
-        "metrics": output.metrics_of(res),
-        "tasks": output.task_records(res),
-        "counts": {"num_documents": docs, "generated_tokens": plan.lm.generated_tokens,
-                   "finish_reasons": dict(sorted(plan.lm.finish_reasons.items())),
-                   "loglikelihood_rows": plan.lm.scored_rows,
-                   "requests": {name: len(task.instances) for name, task in plan.tasks["tasks"].items()}},
-        "model": plan.model_identity,
-        "data": {"eval": {name: {"dataset_path": task.get_config("dataset_path"),
-                                 "dataset_name": task.get_config("dataset_name"),
-                                 "docs_sha256": plan.fingerprint["tasks"][name]["docs_sha256"]}
-                          for name, task in plan.tasks["tasks"].items()}, "fewshot_pool": None},
-        "config": {"eval": as_dict(plan.settings), "model": plan.model_cfg, "adapter_dir": plan.run.adapter_dir,
-                   "export_dir": plan.run.export_dir, "export_kind": plan.run.export_kind,
-                   "output_dir": str(plan.run.output_dir)},
-        "backend": backend_info,
-        "runtime": dict(runtime) if runtime is not None else process_runtime(),
-        "versions": {**package_versions(), "lm_eval": _version()},
-        "timings": {"prepare_s": round(plan.prepare_s, 3), "load_s": round(t1 - t0, 3),
-                    "evaluate_s": round(t2 - t1, 3), "total_s": round(plan.prepare_s + time.perf_counter() - t0, 3),
-                    "documents_per_s": round(docs / max(t2 - t1, 1e-9), 2)},
-        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "host": socket.gethostname(),
-    }
+    docs = len(samples)
+    results = plan.results_record(
+        scores={"metrics": output.metrics_of(res), "tasks": output.task_records(res),
+                "counts": {"num_documents": docs, "generated_tokens": plan.lm.generated_tokens,
+                           "finish_reasons": dict(sorted(plan.lm.finish_reasons.items())),
+                           "loglikelihood_rows": plan.lm.scored_rows,
+                           "requests": {name: len(task.instances) for name, task in plan.tasks["tasks"].items()}}},
+        data={"eval": {name: {"dataset_path": task.get_config("dataset_path"),
+                              "dataset_name": task.get_config("dataset_name"),
+                              "docs_sha256": plan.fingerprint["tasks"][name]["docs_sha256"]}
+                       for name, task in plan.tasks["tasks"].items()}, "fewshot_pool": None},
+        backend=backend_info, runtime=runtime, versions={**package_versions(), "lm_eval": _version()},
+        timings={"prepare_s": round(plan.prepare_s, 3), "load_s": round(t1 - t0, 3),
+                 "evaluate_s": round(t2 - t1, 3), "total_s": round(plan.prepare_s + time.perf_counter() - t0, 3),
+                 "documents_per_s": round(docs / max(t2 - t1, 1e-9), 2)})
     publish(plan.run.output_dir, results, samples, overwrite=plan.run.overwrite)
     log.info("eval %s -> %s: %s (%d documents)", plan.eval_config_hash, plan.run.output_dir,
              summary_line(results), docs)
