@@ -101,13 +101,15 @@ def check_run_dir(cfg: DictConfig) -> None:
     rd, rid, digest = resolve_run_dir(cfg)
     rd.check_config(cfg, digest, hash_ignore(cfg))
     resume = str(cfg.run.resume)
-    if resume == "never" and rd.is_run():
-        raise RunDirError(f"run {rid} already exists at {rd.root} and run.resume=never")
-    if resume == "required":
-        from ifdistill.train.checkpointing import find_resume_checkpoint
+    if resume not in ("never", "required"):
+        return
+    from ifdistill.train.checkpointing import find_resume_checkpoint
 
-        if find_resume_checkpoint(rd.checkpoints) is None:
-            raise RunDirError(f"run.resume=required but {rd.checkpoints} holds no complete checkpoint")
+    ckpt = find_resume_checkpoint(rd.checkpoints)
+    if resume == "never" and (rd.is_run() or ckpt is not None):
+        raise RunDirError(f"run {rid} already exists at {rd.root} and run.resume=never")
+    if resume == "required" and ckpt is None:
+        raise RunDirError(f"run.resume=required but {rd.checkpoints} holds no complete checkpoint")
 
 
 def build_loggers(cfg: DictConfig, rd: RunDir, rid: str) -> list:
@@ -190,7 +192,6 @@ def start_checkpoint(origin: Path, digest: str) -> Path:
     """The checkpoint of run directory ``origin`` (``run.resume_from``) where a new run (another config
     hash: a changed learning rate after a divergence) starts: its newest, or the one it started from
     (:func:`~ifdistill.train.divergence.last_finite_checkpoint`); read, never changed."""
-    from ifdistill.config import ConfigError
     from ifdistill.train.divergence import last_finite_checkpoint
 
     ckpt = last_finite_checkpoint(RunDir(origin))
