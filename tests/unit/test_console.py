@@ -45,6 +45,9 @@ def console():
         lg.setLevel(logging.NOTSET)
         for h in list(lg.handlers):
             lg.removeHandler(h)
+    # A run trained earlier in this process leaves logging's warnings capture on while pytest's per-test
+    # catch_warnings has since restored the original showwarning: captureWarnings(True) would then do nothing.
+    logging.captureWarnings(False)
     root.addHandler(terminal)
     deepspeed.addHandler(ds_handler)
     deepspeed.propagate = False
