@@ -233,15 +233,21 @@ class _CachedKD(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_loss, *unused):
+        # grad = w (1 - r) (q - onehot) + w r T (q_T - p~), with p~ = p on S and spread * q_T off it. Written
+        # as one (N, V) pass -- q (1 - r) w + q_T r T w (1 - spread) at every token -- plus the corrections at
+        # the label and at the k cached ids (r T w (spread * q_T - p) there), as cheap as SFT's backward.
         q, q_t, safe, weight, ids, p_top, spread = ctx.saved_tensors
         r, temp = ctx.kd_ratio, ctx.temperature
-        q_t = q if q_t is None else q_t
         gw = (grad_loss * weight).unsqueeze(-1)
-        target = q_t * spread.unsqueeze(-1)
-        target.scatter_(-1, ids, p_top)
-        grad = q * ((1.0 - r) * gw)
+        kd_w = r * temp * gw
+        off_top = kd_w * (1.0 - spread.unsqueeze(-1))
+        if q_t is None:  # T = 1: q_T is q
+            q_t = q
+            grad = q * ((1.0 - r) * gw + off_top)
+        else:
+            grad = torch.addcmul(q * ((1.0 - r) * gw), q_t, off_top)
         grad.scatter_add_(-1, safe.unsqueeze(-1), -(1.0 - r) * gw)
-        grad.add_((q_t - target) * (r * temp * gw))
+        grad.scatter_add_(-1, ids, kd_w * (q_t.gather(-1, ids) * spread.unsqueeze(-1) - p_top))
         return grad, None, None, None, None, None, None, None
 
 

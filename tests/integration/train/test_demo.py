@@ -84,10 +84,10 @@ FULL_DEMO = {"steps": 150, "eval_every": 50, "log_every": 10}  # make demo's def
 
 
 def test_demo_console_is_ifdistills_lines_and_ends_with_the_table(tmp_path):
-    """``make demo``'s console contract on a shortened demo (20 steps, evaluations at 10 and 20): every
+    """``make demo``'s console contract on a shortened demo (10 steps, an evaluation at 10): every
     line is ifdistill's, the last are the table and the identity line, and the count scaled to the full
     demo (its progress lines and evaluations) is at most 40 -- one screen."""
-    steps, every = 20, 10
+    steps, every = 10, 10
     proc = subprocess.run([sys.executable, "-m", "ifdistill.demo", f"--steps={steps}", f"--eval-every={every}",
                            "--max-new-tokens=16", f"--out={tmp_path}"], cwd=CONF.parent, capture_output=True,
                           text=True, timeout=1200, env={**os.environ, "PYTHONPATH": str(CONF.parent)})
