@@ -90,7 +90,9 @@ def write_report(inputs: Sequence[str | Path], out_dir: str | Path, *, base_mode
     files = plots.write_plots(report, out)
     images = list(files)
     first = page_render.render_markdown(page, {p.name for p in files}) if page else []
-    (out / "report.md").write_text(tables.render_markdown(report, images={p.name for p in files}, first=first))
+    title = "Results" if page else f"{benchmark} report" if benchmark else "IFEval report"
+    (out / "report.md").write_text(tables.render_markdown(report, images={p.name for p in files}, first=first,
+                                                          title=title))
     files += [out / "report.md", *tables.write_csvs(report, out, extra=page_render.csv_columns(page) if page else None)]
     if page:
         (out / "report.html").write_text(page_render.render_html(page, "Results", images))

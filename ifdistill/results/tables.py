@@ -217,10 +217,11 @@ def _warnings_section(report: dict) -> list[str]:
     return ["## Warnings", "", *[f"- {n}" for n in notes], ""] if notes else []
 
 
-def render_markdown(report: dict, images: Collection[str] = (), first: Sequence[str] = ()) -> str:
+def render_markdown(report: dict, images: Collection[str] = (), first: Sequence[str] = (),
+                    title: str = "IFEval report") -> str:
     """report.md; ``images`` are the PNG file names written next to it (linked where they belong);
     ``first``: lines shown before the IFEval sections (the cross-benchmark results page)."""
-    head = ["# IFEval report", "",
+    head = [f"# {title}", "",
             f"{len(report['runs'])} row(s); baseline for deltas: **{report['baseline']}**"
             + (f"; base model: **{report['base_model']}**" if report["base_model"] else "") + ".", "",
             report["standard_error"], ""]
