@@ -65,8 +65,9 @@ def _spec(settings: SourceSettings, *, need_completion: bool, path: str | None =
 def load_rows(settings: SourceSettings, *, need_completion: bool) -> LoadedRows:
     """Read a source (hub first, then ``fallback_path`` when the hub fails) and fingerprint it."""
     fallback = None
+    spec = _spec(settings, need_completion=need_completion)  # a config error is the user's, never a reason to fall back
     try:
-        loaded = load_source(_spec(settings, need_completion=need_completion))
+        loaded = load_source(spec)
     except DataError:
         raise
     except Exception as err:  # a missing file; hub unreachable / offline / unknown dataset

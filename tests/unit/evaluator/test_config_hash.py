@@ -124,6 +124,17 @@ def test_fingerprint_is_recorded_in_readable_form(tmp_path):
     assert "runtime" not in fp and "output_dir" not in json.dumps(fp)
 
 
+def test_a_source_config_error_is_reported_not_taken_for_an_unreachable_hub(tmp_path):
+    """The hub fallback is for a hub that cannot be reached; a file given beside google/IFEval's name (both
+    ``path`` and ``hf_name`` set) is the user's error, never a silent read of the local IFEval copy."""
+    from ifdistill.evaluator.errors import EvaluatorError
+
+    cfg = compose_config([*BASE, "eval=ifeval", f"eval.data.path={tmp_path / 'mine.jsonl'}"],
+                         output_dir=str(tmp_path / "out"))
+    with pytest.raises(EvaluatorError, match="set exactly one of path, hf_name, synthetic"):
+        prepare(cfg)
+
+
 def test_the_same_rows_from_the_hub_layout_or_the_hub_fallback_give_the_same_hash(tmp_path, base_hash):
     """Data identity is content: google/IFEval unreachable (tests run offline) -> the shared copy is read
     and recorded as a fallback; rows in the Hugging Face layout (every kwarg present, unused ones None)
