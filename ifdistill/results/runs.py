@@ -80,6 +80,7 @@ class Run:
     checkpoints: list[Checkpoint]
     train: dict[int, dict[str, Any]]
     failures: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    divergence: dict[str, Any] | None = None  # metrics.json's record when the run stopped diverged
 
     @property
     def final(self) -> Checkpoint | None:
@@ -201,6 +202,7 @@ def load_training_run(run_dir: str | os.PathLike, benchmark: str | None = None) 
         seed=seed, config_hash=data.get("config_hash") or meta.get("config_hash") or file_hash,
         group_hash=run_config.grouping_hash(config) if config else (data.get("config_hash") or run_dir.name),
         config=config, key_values=key_values, checkpoints=checkpoints, train=train, failures=failures,
+        divergence=dict(data.get("divergence") or {}) if data.get("state") == "diverged" else None,
     )
 
 
@@ -265,6 +267,9 @@ def load_all(paths: Sequence[str | os.PathLike], notes: list[str] | None = None,
         notes += dropped
         notes += [f"{r.path}: run {r.name} has no evaluation yet (listed without IFEval numbers)"
                   for r in runs if not r.checkpoints]
+        notes += [f"{r.path}: run {r.name} diverged at step {r.divergence.get('step')} "
+                  f"({r.divergence.get('quantity')} not finite); its numbers are its last finite checkpoint's"
+                  for r in runs if r.divergence is not None]
     counts: dict[str, int] = {}
     for r in runs:
         counts[r.name] = counts.get(r.name, 0) + 1

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from ifdistill.checksum import seal
 from ifdistill.results import runs
 from ifdistill.results.cli import main, write_report
 from ifdistill.results.report import ReportOptions, build_report
@@ -42,6 +43,21 @@ def test_a_run_without_evaluations_is_listed_with_a_warning(tmp_path, capsys):
     assert main([str(tmp_path / "sweep" / "b"), "-o", str(tmp_path / "none"), *FAST]) == 2
     assert main([str(tmp_path / "sweep"), "--baseline", "b", "-o", str(tmp_path / "none"), *FAST]) == 2
     assert "baseline b" in capsys.readouterr().err and not (tmp_path / "none").exists()
+
+
+def test_a_diverged_run_is_reported_with_a_warning(tmp_path, capsys):
+    """A run that stopped on a non-finite value keeps its last finite checkpoint's numbers, and says so."""
+    write_run_dir(tmp_path / "sweep" / "a", run_id="a", seed=1, config=CONFIG, checkpoints={10: simple_rows([True])})
+    write_run_dir(tmp_path / "sweep" / "d", run_id="d", seed=2, config=CONFIG, checkpoints={10: simple_rows([False])})
+    metrics = tmp_path / "sweep" / "d" / "metrics.json"
+    data = {k: v for k, v in json.loads(metrics.read_text()).items() if k != "checksum"}
+    data.update(state="diverged", divergence={"step": 13, "quantity": "loss", "policy": "stop", "checkpoint": 10})
+    metrics.write_text(json.dumps(seal(data)))  # as training records it
+    out = tmp_path / "report"
+    assert main([str(tmp_path / "sweep"), "-o", str(out), *FAST]) == 0
+    line = f"{tmp_path / 'sweep' / 'd'}: run d diverged at step 13 (loss not finite)"
+    assert line in capsys.readouterr().err and line in (out / "report.md").read_text()
+    assert "run a diverged" not in (out / "report.md").read_text()
 
 
 @pytest.mark.parametrize("args", [["--baseline", "nope"], ["--base-model", "{tmp}/missing"], ["{tmp}/missing"]],
