@@ -8,7 +8,8 @@ Other loggers (CSV, TensorBoard) accept past steps and get ``log_metrics(..., st
 The namespace is the evaluation's benchmark (``eval.benchmark`` in results.json's config, ``ifeval``
 when absent): an IFBench evaluation logs ``ifbench/*`` and ``ifbench_type/*`` on ``ifbench/step``,
 so the two benchmarks of one run never share keys or a step axis. lm-eval tasks log
-``lmeval/<task>/<metric>[/<filter>]`` on ``lmeval/step``.
+``lmeval/<task>/<metric>[/<filter>]`` on ``lmeval/step``, the judge ``judge/win_rate`` (or
+``judge/score_mean``) and its counts on ``judge/step``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import itertools
 from pathlib import Path
 from typing import Any, Iterable
 
-from ifdistill.evaluator.output import METRICS, SAMPLES_FILE, benchmark_of, iter_sample_rows, metric_values
+from ifdistill.evaluator.output import METRICS, OWN_METRICS, SAMPLES_FILE, benchmark_of, iter_sample_rows, metric_values
 
 STEP_KEY = "ifeval/step"  # IFEval's; other benchmarks: step_key(benchmark)
 
@@ -31,7 +32,7 @@ def evaluation_line(step: int, results: dict, label: str = "checkpoint-eval") ->
     task metric), each ``value±stderr``."""
     agg = metric_values(results)
     parts = []
-    names = METRICS if benchmark_of(results) != "lmeval" else [k for k in agg if not k.endswith("_stderr")]
+    names = METRICS if benchmark_of(results) not in OWN_METRICS else [k for k in agg if not k.endswith("_stderr")]
     for name in names:
         if name in agg:
             se = agg.get(f"{name}_stderr")

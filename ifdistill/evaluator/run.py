@@ -106,7 +106,8 @@ def _context_len(settings: EvalSettings, source: ModelSource) -> int:
 
 def prepare(cfg: DictConfig) -> Any:
     """Phase 1 (see the module docstring): all checks, rendering and the config hash; an :class:`EvalPlan`,
-    or for ``benchmark: lmeval`` an :class:`~ifdistill.evaluator.lmeval.run.LMEvalPlan`."""
+    for ``benchmark: lmeval`` an :class:`~ifdistill.evaluator.lmeval.run.LMEvalPlan`, for ``benchmark: judge``
+    a :class:`~ifdistill.evaluator.judge.run.JudgePlan`."""
     t0 = time.perf_counter()
     ensure_nltk_data()
     settings = eval_settings(cfg.eval)
@@ -145,11 +146,17 @@ def prepare(cfg: DictConfig) -> Any:
         stop_token_ids=stops, context_len=context_len, prompt_ids=[p.token_ids for p in prompts],
         pool_sha256=pool.rows_sha256 if pool else None, demo_selection=demo_selection(prompts),
         scorer_version=scorer_version_for(iid for ex in data.examples for iid in ex.instruction_id_list))
-    return EvalPlan(settings=settings, run=run, model_cfg=model_cfg, source=source, tokenizer=tokenizer,
+    plan = EvalPlan(settings=settings, run=run, model_cfg=model_cfg, source=source, tokenizer=tokenizer,
                     chat_template=template, data=data, pool=pool, prompts=prompts, requests=requests,
                     sampling=sampling, context_len=context_len, fingerprint=fingerprint,
                     eval_config_hash=fp.config_hash(fingerprint),
                     model_identity=model_identity(source, template), prepare_s=time.perf_counter() - t0)
+    if settings.benchmark == "judge":  # the same prompts and generation, then a judge model scores the responses
+        from ifdistill.evaluator.judge.run import with_judge
+
+        plan = with_judge(plan)
+        plan.prepare_s = time.perf_counter() - t0
+    return plan
 
 
 def _score(plan: EvalPlan, completions: list) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
@@ -188,6 +195,10 @@ def execute(plan: Any, *, backend: Any = None, runtime: Optional[dict[str, Any]]
         from ifdistill.evaluator.lmeval.run import execute_and_publish
 
         return execute_and_publish(plan, backend, own=own, runtime=runtime, t0=t0)
+    if plan.settings.benchmark == "judge":
+        from ifdistill.evaluator.judge.run import execute_judge
+
+        return execute_judge(plan, backend, own=own, runtime=runtime, t0=t0)
     try:
         t1 = time.perf_counter()
         raw = backend.generate(plan.requests, plan.sampling, adapter_dir=plan.source.adapter_dir,
