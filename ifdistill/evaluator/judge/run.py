@@ -12,7 +12,8 @@ parser and both-orders rule (:data:`~ifdistill.evaluator.judge.verdicts.PARSER_V
 reference responses' sha256 all enter ``eval_config_hash``.
 
 Phase 2 (:func:`execute_judge`): the evaluated model generates (its own backend, closed before the judge
-starts, or the one passed in, e.g. the persistent server's engine, left as it is); then the judge model
+starts, or the one passed in, e.g. the persistent server's engine, put to sleep where it has a sleep mode:
+a GPU shared with training); then the judge model
 is started on the same kind of backend (``eval.backend``; ``eval.runtime`` for its resources) and reads,
 per prompt, one filled template (absolute) or two (pairwise: candidate as A, then reference as A),
 rendered with its chat template; it decodes greedily, so the judgements of one export are the same in
@@ -238,6 +239,8 @@ def execute_judge(plan: JudgePlan, backend: Any, *, own: bool, runtime: Optional
     finally:
         if own:
             backend.close()
+        elif hasattr(backend, "sleep"):  # a persistent vLLM engine on a shared GPU frees it for the judge
+            backend.sleep()  # (a no-op on CPU and without sleep mode); its server wakes it for the next request
     completions = [finalize(ids, r, plan.sampling, plan.tokenizer) for ids, r in zip(raw, plan.requests)]
     strip = bool(plan.settings.generation.strip_thinking)
     inputs = judge_inputs(plan, [scored_text(c.text, strip)[0] for c in completions])
