@@ -33,7 +33,7 @@ from ifdistill.evaluator import fingerprint as fp
 from ifdistill.evaluator.backends import make_backend
 from ifdistill.evaluator.dataset import LoadedRows, load_eval_rows, load_rows
 from ifdistill.evaluator.errors import EvaluatorError, OutputExistsError
-from ifdistill.evaluator.generation import Request, Sampling, finalize, request_seed, scored_text
+from ifdistill.evaluator.generation import Completion, Request, Sampling, finalize, request_seed, scored_text
 from ifdistill.evaluator.model_source import ModelSource, context_length, model_identity, resolve_model_source
 from ifdistill.evaluator.prompts import (Prompt, build_prompts, demo_selection, load_tokenizer, max_tokens_for,
                                          stop_token_ids)
@@ -183,6 +183,21 @@ def _backend_for(plan: Any, backend: Any) -> Any:
     return backend
 
 
+def generate_responses(plan: EvalPlan, backend: Any, *, own: bool) -> tuple[list[Completion], dict[str, Any], float]:
+    """The evaluated model's responses to the plan's prompts, cut and decoded (:func:`finalize`); the backend's
+    record for results.json; the seconds generation took. ``own``: close ``backend`` afterwards."""
+    try:
+        t1 = time.perf_counter()
+        raw = backend.generate(plan.requests, plan.sampling, adapter_dir=plan.source.adapter_dir,
+                               progress=plan.settings.runtime.progress)
+        generate_s = time.perf_counter() - t1
+        backend_info = {"name": backend.name, "settings": dict(getattr(backend, "settings", {}))}
+    finally:
+        if own:
+            backend.close()
+    return [finalize(ids, r, plan.sampling, plan.tokenizer) for ids, r in zip(raw, plan.requests)], backend_info, generate_s
+
+
 def execute(plan: Any, *, backend: Any = None, runtime: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     """Phase 2: generate (own backend, or ``backend`` if given), score, publish; returns results.json.
 
@@ -199,17 +214,9 @@ def execute(plan: Any, *, backend: Any = None, runtime: Optional[dict[str, Any]]
         from ifdistill.evaluator.judge.run import execute_judge
 
         return execute_judge(plan, backend, own=own, runtime=runtime, t0=t0)
-    try:
-        t1 = time.perf_counter()
-        raw = backend.generate(plan.requests, plan.sampling, adapter_dir=plan.source.adapter_dir,
-                               progress=plan.settings.runtime.progress)
-        t2 = time.perf_counter()
-        backend_info = {"name": backend.name, "settings": dict(getattr(backend, "settings", {}))}
-    finally:
-        if own:
-            backend.close()
+    t1 = time.perf_counter()
+    completions, backend_info, generate_s = generate_responses(plan, backend, own=own)
     t_scoring = time.perf_counter()  # after the backend's shutdown, which is no one's time
-    completions = [finalize(ids, r, plan.sampling, plan.tokenizer) for ids, r in zip(raw, plan.requests)]
     scored, metrics, per_type = _score(plan, completions)
     t3 = time.perf_counter()
     strip = bool(plan.settings.generation.strip_thinking)
@@ -225,9 +232,9 @@ def execute(plan: Any, *, backend: Any = None, runtime: Optional[dict[str, Any]]
         data={"eval": plan.data.identity, "fewshot_pool": plan.pool.identity if plan.pool else None},
         backend=backend_info, runtime=runtime, versions=package_versions(),
         timings={"prepare_s": round(plan.prepare_s, 3), "load_s": round(t1 - t0, 3),
-                 "generate_s": round(t2 - t1, 3), "score_s": round(t3 - t_scoring, 3),
+                 "generate_s": round(generate_s, 3), "score_s": round(t3 - t_scoring, 3),
                  "total_s": round(plan.prepare_s + time.perf_counter() - t0, 3),
-                 "generated_tokens_per_s": round(tokens / max(t2 - t1, 1e-9), 1)})
+                 "generated_tokens_per_s": round(tokens / max(generate_s, 1e-9), 1)})
     publish(plan.run.output_dir, results, samples, overwrite=plan.run.overwrite)
     log.info("eval %s -> %s: prompt strict %.4f, inst strict %.4f (%d prompts)", plan.eval_config_hash,
              plan.run.output_dir, metrics["prompt_level_strict_acc"], metrics["inst_level_strict_acc"], len(samples))

@@ -44,7 +44,7 @@ from ifdistill.evaluator.model_source import ModelSource, context_length, model_
 from ifdistill.evaluator.output import SAMPLES_FILE
 from ifdistill.evaluator.prompts import load_tokenizer, stop_token_ids
 from ifdistill.evaluator.results import package_versions, publish
-from ifdistill.evaluator.run import EvalPlan
+from ifdistill.evaluator.run import EvalPlan, generate_responses
 
 log = logging.getLogger(__name__)
 
@@ -230,18 +230,10 @@ def execute_judge(plan: JudgePlan, backend: Any, *, own: bool, runtime: Optional
                   t0: float) -> dict[str, Any]:
     """Phase 2 (module docstring); returns results.json's content. ``own``: close ``backend`` before
     the judge starts (the caller started it for this evaluation)."""
-    try:
-        t1 = time.perf_counter()
-        raw = backend.generate(plan.requests, plan.sampling, adapter_dir=plan.source.adapter_dir,
-                               progress=plan.settings.runtime.progress)
-        t2 = time.perf_counter()
-        backend_info = {"name": backend.name, "settings": dict(getattr(backend, "settings", {}))}
-    finally:
-        if own:
-            backend.close()
-        elif hasattr(backend, "sleep"):  # a persistent vLLM engine on a shared GPU frees it for the judge
-            backend.sleep()  # (a no-op on CPU and without sleep mode); its server wakes it for the next request
-    completions = [finalize(ids, r, plan.sampling, plan.tokenizer) for ids, r in zip(raw, plan.requests)]
+    t1 = time.perf_counter()
+    completions, backend_info, generate_s = generate_responses(plan, backend, own=own)
+    if not own and hasattr(backend, "sleep"):  # a persistent vLLM engine on a shared GPU frees it for the judge
+        backend.sleep()  # (a no-op on CPU and without sleep mode); its server wakes it for the next request
     strip = bool(plan.settings.generation.strip_thinking)
     inputs = judge_inputs(plan, [scored_text(c.text, strip)[0] for c in completions])
     requests = _judge_requests(plan, inputs)
@@ -260,9 +252,9 @@ def execute_judge(plan: JudgePlan, backend: Any, *, own: bool, runtime: Optional
                           "reference": plan.reference_identity, "backend": judge_backend}},
         data={"eval": plan.data.identity, "fewshot_pool": plan.pool.identity if plan.pool else None},
         backend=backend_info, runtime=runtime, versions=package_versions(),
-        timings={"prepare_s": round(plan.prepare_s, 3), "load_s": round(t1 - t0, 3), "generate_s": round(t2 - t1, 3),
+        timings={"prepare_s": round(plan.prepare_s, 3), "load_s": round(t1 - t0, 3), "generate_s": round(generate_s, 3),
                  "judge_s": round(t4 - t3, 3), "total_s": round(plan.prepare_s + time.perf_counter() - t0, 3),
-                 "generated_tokens_per_s": round(tokens / max(t2 - t1, 1e-9), 1)})
+                 "generated_tokens_per_s": round(tokens / max(generate_s, 1e-9), 1)})
     publish(plan.run.output_dir, results, samples, overwrite=plan.run.overwrite)
     log.info("eval %s -> %s: %s", plan.eval_config_hash, plan.run.output_dir, summary_line(results))
     return results
