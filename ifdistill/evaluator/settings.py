@@ -7,6 +7,8 @@ an evaluator process unchanged. It has four parts with one rule each:
 - ``data``, ``fewshot``, ``generation`` and the top-level ``backend``/``dtype``/``max_model_len``
   decide *what* is generated and scored; all of them enter ``eval_config_hash``
   (:mod:`ifdistill.evaluator.fingerprint`).
+- ``lmeval`` and ``judge`` configure those benchmarks (``benchmark: lmeval`` / ``judge``) and enter the
+  hash too (the judge's model by the content of its weights).
 - ``runtime`` decides only *how fast and where* (memory, threads, devices, batch size, progress
   bar); nothing in it enters the hash. A setting that could change a response must not go there.
 

@@ -91,3 +91,13 @@ def test_parse_column_knows_the_judge():
     assert parse_column("judge:score_mean").benchmark == "judge"
     with pytest.raises(ValueError, match="judge"):
         parse_column("nojudge:win_rate")
+
+
+def test_a_judge_entry_without_its_results_dir_is_still_the_judge(judged_runs):
+    """metrics.json keeps the metrics when results.json is gone: the judge's keep their benchmark."""
+    from ifdistill.results.runs import read_evaluation
+
+    entry = run_metrics.results_of(run_metrics.read(judged_runs / "sweep" / "s1"), "judge")["100"]
+    evaluation = read_evaluation("judge", 100, entry, None)
+    assert evaluation.benchmark == "judge"
+    assert evaluation.metrics["win_rate"] == pytest.approx(_rate(outcomes_for(1, 100)), abs=TOL)
