@@ -425,6 +425,7 @@ def assert_judge_identical_after_training(run: Path, post: Path, history: list[d
     assert ours["metrics"] == theirs["metrics"] == entry["metrics"]
     rows = [r for r in history if "judge/num_judged" in r]
     assert [r["judge/step"] for r in rows] == [4] and rows[0]["judge/num_judged"] == 2
+    assert rows[0]["judge/samples"]["_type"] == "table-file"  # each judgement's verdict, W&B's samples table
     from ifdistill.results.status import format_table, run_status  # ifdistill-status's table, in process
 
     line = next(x for x in format_table([run_status(run)]).splitlines() if "| judge |" in x)
