@@ -45,6 +45,7 @@ from ifdistill.evaluator.output import SAMPLES_FILE
 from ifdistill.evaluator.prompts import load_tokenizer, stop_token_ids
 from ifdistill.evaluator.results import package_versions, publish
 from ifdistill.evaluator.run import EvalPlan, generate_responses
+from ifdistill.evaluator.settings import JudgeSettings
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +118,11 @@ def read_reference(path: str, prompts: list[Any]) -> tuple[dict[str, str], dict[
 def with_judge(plan: EvalPlan) -> JudgePlan:
     """Phase 1's judge part (module docstring): the judge, the reference, and the extended hash."""
     j = plan.settings.judge
-    source = resolve_model_source({"name_or_path": j.model.name_or_path, "revision": j.model.revision})
-    tokenizer, template = load_tokenizer(source.tokenizer_dir, j.model.chat_template)
+    try:
+        source = resolve_model_source({"name_or_path": j.model.name_or_path, "revision": j.model.revision})
+        tokenizer, template = load_tokenizer(source.tokenizer_dir, j.model.chat_template)
+    except EvaluatorError as err:  # the same errors as the evaluated model's, said of the judge
+        raise type(err)(f"eval.judge.model: {err}") from None
     limits = [n for n in (j.model.max_model_len, context_length(source.model_dir)) if n]
     if not limits:
         raise EvaluatorError("the judge's config states no context length; set eval.judge.model.max_model_len")
@@ -189,9 +193,11 @@ def _run_judge(plan: JudgePlan, requests: list[Request]) -> tuple[list[Completio
     return [finalize(ids, r, plan.judge_sampling, plan.judge_tokenizer) for ids, r in zip(raw, requests)], info
 
 
-def _verdict(plan: JudgePlan, text: str) -> V.Verdict:
-    j = plan.settings.judge
-    return V.parse_score(text, j.score_min, j.score_max) if j.mode == "absolute" else V.parse_preference(text)
+def judge_verdict(j: JudgeSettings, text: str) -> V.Verdict:
+    """The verdict in the judge's answer: with ``enable_thinking``, only the text after its think block (an
+    unterminated one leaves no answer: ``missing``)."""
+    answer = scored_text(text, bool(j.model.enable_thinking))[0]
+    return V.parse_score(answer, j.score_min, j.score_max) if j.mode == "absolute" else V.parse_preference(answer)
 
 
 def _rows_and_metrics(plan: JudgePlan, completions: list[Completion], judged: list[Completion],
@@ -202,7 +208,7 @@ def _rows_and_metrics(plan: JudgePlan, completions: list[Completion], judged: li
     for i, (p, c) in enumerate(zip(plan.prompts, completions, strict=True)):
         judgements = []
         for k in range(i * per_prompt, (i + 1) * per_prompt):
-            v = _verdict(plan, judged[k].text)
+            v = judge_verdict(plan.settings.judge, judged[k].text)
             verdicts.append(v)
             judgements.append({"order": inputs[k][1], "judge_prompt": plan.judge_tokenizer.decode(
                 list(requests[k].token_ids), skip_special_tokens=False), "judge_raw": judged[k].text,

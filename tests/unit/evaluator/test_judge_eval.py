@@ -126,6 +126,12 @@ def test_bad_judge_config(tmp_path, override, expect):
     assert not (tmp_path / "out").exists()
 
 
+def test_missing_judge_model_is_named(tmp_path):
+    with pytest.raises(EvaluatorError, match=r"^eval\.judge\.model: .*no_such_judge") as err:
+        _prepare(tmp_path, f"eval.judge.model.name_or_path={tmp_path / 'no_such_judge'}")
+    assert "\n" not in str(err.value) and not (tmp_path / "out").exists()
+
+
 @pytest.mark.slow
 def test_cli_bad_reference_exits_2_with_one_line(tmp_path):
     out = tmp_path / "out"

@@ -9,7 +9,8 @@ import statistics
 import pytest
 
 from ifdistill.evaluator.judge import verdicts as V
-from ifdistill.evaluator.judge.run import fill
+from ifdistill.evaluator.judge.run import fill, judge_verdict
+from ifdistill.evaluator.settings import JudgeModelSettings, JudgeSettings
 
 # (judge output, category, value) on a 1-10 rubric
 SCORES = [
@@ -147,3 +148,15 @@ def test_fill_replaces_placeholders_once():
     text = fill(TEMPLATE, prompt="{response_b}", response_a="a {prompt}", response_b="b")
     assert text == "Q: {response_b}\nA: a {prompt}\nB: b"
     assert fill("{x} {prompt}", prompt="p") == "{x} p"
+
+
+@pytest.mark.parametrize("thinking,text,category,value", [
+    (True, "<think>Score: 3? No.</think>\n\nScore: 8", "valid", 8),
+    (False, "<think>Score: 3? No.</think>\n\nScore: 8", "several", None),  # the think block is text too
+    (True, "<think>Score: 3, then I ran out of tokens", "missing", None),  # no answer after thinking
+    (True, "Score: 6", "valid", 6),  # no think block: the whole answer
+])
+def test_a_thinking_judge_is_read_after_its_think_block(thinking, text, category, value):
+    settings = JudgeSettings(model=JudgeModelSettings(enable_thinking=thinking))
+    v = judge_verdict(settings, text)
+    assert (v.category, v.value) == (category, value)
