@@ -19,7 +19,6 @@ CPU pinning.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import logging
 import os
 import time
@@ -33,28 +32,17 @@ from ifdistill.evaluator import fingerprint as fp
 from ifdistill.evaluator.backends import make_backend
 from ifdistill.evaluator.dataset import LoadedRows, load_eval_rows, load_rows
 from ifdistill.evaluator.errors import EvaluatorError, OutputExistsError
-from ifdistill.evaluator.generation import Completion, Request, Sampling, finalize, request_seed, scored_text
+from ifdistill.evaluator.generation import Request, Sampling, request_seed, scored_text
 from ifdistill.evaluator.model_source import ModelSource, context_length, model_identity, resolve_model_source
-from ifdistill.evaluator.prompts import (Prompt, build_prompts, demo_selection, load_tokenizer, max_tokens_for,
+from ifdistill.evaluator.prompts import (build_prompts, demo_selection, load_tokenizer, max_tokens_for,
                                          stop_token_ids)
 from ifdistill.evaluator.output import RESULTS_FILE
-from ifdistill.evaluator.plan import PlanBase
+from ifdistill.evaluator.plan import EvalPlan, generate_responses
 from ifdistill.evaluator.results import package_versions, publish, sample_rows
 from ifdistill.evaluator.settings import EvalRunSettings, EvalSettings, RuntimeSettings, eval_settings, run_settings
 from ifdistill.paths import ensure_nltk_data
 
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(kw_only=True)
-class EvalPlan(PlanBase):
-    """Everything decided before generation (IFEval-style rows); ``eval_config_hash`` is final here."""
-
-    data: LoadedRows
-    pool: Optional[LoadedRows]
-    prompts: list[Prompt]
-    requests: list[Request]
-    sampling: Sampling
 
 
 def cpu_list(spec: str) -> list[int]:
@@ -181,21 +169,6 @@ def _backend_for(plan: Any, backend: Any) -> Any:
                              f"(backend {plan.settings.backend}, model {plan.source.model_dir}, "
                              f"adapter {plan.source.adapter_dir})")
     return backend
-
-
-def generate_responses(plan: EvalPlan, backend: Any, *, own: bool) -> tuple[list[Completion], dict[str, Any], float]:
-    """The evaluated model's responses to the plan's prompts, cut and decoded (:func:`finalize`); the backend's
-    record for results.json; the seconds generation took. ``own``: close ``backend`` afterwards."""
-    try:
-        t1 = time.perf_counter()
-        raw = backend.generate(plan.requests, plan.sampling, adapter_dir=plan.source.adapter_dir,
-                               progress=plan.settings.runtime.progress)
-        generate_s = time.perf_counter() - t1
-        backend_info = {"name": backend.name, "settings": dict(getattr(backend, "settings", {}))}
-    finally:
-        if own:
-            backend.close()
-    return [finalize(ids, r, plan.sampling, plan.tokenizer) for ids, r in zip(raw, plan.requests)], backend_info, generate_s
 
 
 def execute(plan: Any, *, backend: Any = None, runtime: Optional[dict[str, Any]] = None) -> dict[str, Any]:

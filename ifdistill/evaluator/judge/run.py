@@ -44,7 +44,7 @@ from ifdistill.evaluator.model_source import ModelSource, context_length, model_
 from ifdistill.evaluator.output import SAMPLES_FILE
 from ifdistill.evaluator.prompts import load_tokenizer, stop_token_ids
 from ifdistill.evaluator.results import package_versions, publish
-from ifdistill.evaluator.run import EvalPlan, generate_responses
+from ifdistill.evaluator.plan import EvalPlan, generate_responses
 from ifdistill.evaluator.settings import JudgeSettings
 
 log = logging.getLogger(__name__)
