@@ -16,7 +16,7 @@ import time
 from typing import Any, Mapping, Optional
 
 from ifdistill.evaluator.dataset import LoadedRows
-from ifdistill.evaluator.generation import Completion, Request, Sampling, finalize
+from ifdistill.evaluator.generation import Request, Sampling
 from ifdistill.evaluator.model_source import ModelSource
 from ifdistill.evaluator.prompts import Prompt
 from ifdistill.evaluator.results import process_runtime
@@ -76,9 +76,10 @@ class EvalPlan(PlanBase):
     sampling: Sampling
 
 
-def generate_responses(plan: EvalPlan, backend: Any, *, own: bool) -> tuple[list[Completion], dict[str, Any], float]:
-    """The evaluated model's responses to the plan's prompts, cut and decoded (:func:`finalize`); the backend's
-    record for results.json; the seconds generation took. ``own``: close ``backend`` afterwards."""
+def generate_responses(plan: EvalPlan, backend: Any, *, own: bool) -> tuple[list[list[int]], dict[str, Any], float]:
+    """The evaluated model's raw generated ids for the plan's requests (each caller cuts and decodes them with
+    :func:`~ifdistill.evaluator.generation.finalize`); the backend's record for results.json; the seconds
+    generation took. ``own``: close ``backend`` afterwards."""
     try:
         t1 = time.perf_counter()
         raw = backend.generate(plan.requests, plan.sampling, adapter_dir=plan.source.adapter_dir,
@@ -88,4 +89,4 @@ def generate_responses(plan: EvalPlan, backend: Any, *, own: bool) -> tuple[list
     finally:
         if own:
             backend.close()
-    return [finalize(ids, r, plan.sampling, plan.tokenizer) for ids, r in zip(raw, plan.requests)], backend_info, generate_s
+    return raw, backend_info, generate_s

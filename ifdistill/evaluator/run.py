@@ -32,7 +32,7 @@ from ifdistill.evaluator import fingerprint as fp
 from ifdistill.evaluator.backends import make_backend
 from ifdistill.evaluator.dataset import LoadedRows, load_eval_rows, load_rows
 from ifdistill.evaluator.errors import EvaluatorError, OutputExistsError
-from ifdistill.evaluator.generation import Request, Sampling, request_seed, scored_text
+from ifdistill.evaluator.generation import Request, Sampling, finalize, request_seed, scored_text
 from ifdistill.evaluator.model_source import ModelSource, context_length, model_identity, resolve_model_source
 from ifdistill.evaluator.prompts import (build_prompts, demo_selection, load_tokenizer, max_tokens_for,
                                          stop_token_ids)
@@ -188,8 +188,9 @@ def execute(plan: Any, *, backend: Any = None, runtime: Optional[dict[str, Any]]
 
         return execute_judge(plan, backend, own=own, runtime=runtime, t0=t0)
     t1 = time.perf_counter()
-    completions, backend_info, generate_s = generate_responses(plan, backend, own=own)
+    raw, backend_info, generate_s = generate_responses(plan, backend, own=own)
     t_scoring = time.perf_counter()  # after the backend's shutdown, which is no one's time
+    completions = [finalize(ids, r, plan.sampling, plan.tokenizer) for ids, r in zip(raw, plan.requests)]
     scored, metrics, per_type = _score(plan, completions)
     t3 = time.perf_counter()
     strip = bool(plan.settings.generation.strip_thinking)

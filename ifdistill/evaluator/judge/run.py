@@ -237,9 +237,10 @@ def execute_judge(plan: JudgePlan, backend: Any, *, own: bool, runtime: Optional
     """Phase 2 (module docstring); returns results.json's content. ``own``: close ``backend`` before
     the judge starts (the caller started it for this evaluation)."""
     t1 = time.perf_counter()
-    completions, backend_info, generate_s = generate_responses(plan, backend, own=own)
+    raw, backend_info, generate_s = generate_responses(plan, backend, own=own)
     if not own and hasattr(backend, "sleep"):  # a persistent vLLM engine on a shared GPU frees it for the judge
         backend.sleep()  # (a no-op on CPU and without sleep mode); its server wakes it for the next request
+    completions = [finalize(ids, r, plan.sampling, plan.tokenizer) for ids, r in zip(raw, plan.requests)]
     strip = bool(plan.settings.generation.strip_thinking)
     inputs = judge_inputs(plan, [scored_text(c.text, strip)[0] for c in completions])
     requests = _judge_requests(plan, inputs)
@@ -266,12 +267,16 @@ def execute_judge(plan: JudgePlan, backend: Any, *, own: bool, runtime: Optional
     return results
 
 
+def _num(value: Any) -> str:
+    return f"{value:.4f}" if isinstance(value, (int, float)) and value == value else "-"
+
+
 def summary_line(results: dict[str, Any]) -> str:
     """The headline of a judged results.json, for logs and the CLI."""
     m = results["metrics"]
     if "win_rate" in m:
-        rate = "-" if m["win_rate"] is None else f"{m['win_rate']:.4f}"
-        return (f"win rate {rate} ± {m['win_rate_stderr']} (wins {m['num_wins']}, ties {m['num_ties']}, losses "
-                f"{m['num_losses']}, unparsable pairs {m['num_unparsable_pairs']}; sign test p {m['sign_test_p']:.4g})")
-    mean = "-" if m["score_mean"] is None else f"{m['score_mean']:.4f}"
-    return f"mean score {mean} ± {m['score_mean_stderr']} ({m['num_scored']} scored, {m['num_unparsable']} unparsable)"
+        return (f"win rate {_num(m['win_rate'])} ± {_num(m['win_rate_stderr'])} (wins {m['num_wins']}, ties "
+                f"{m['num_ties']}, losses {m['num_losses']}, unparsable pairs {m['num_unparsable_pairs']}; "
+                f"sign test p {m['sign_test_p']:.4g})")
+    return (f"mean score {_num(m['score_mean'])} ± {_num(m['score_mean_stderr'])} ({m['num_scored']} scored, "
+            f"{m['num_unparsable']} unparsable)")
