@@ -8,7 +8,8 @@ Other loggers (CSV, TensorBoard) accept past steps and get ``log_metrics(..., st
 The namespace is the evaluation's benchmark (``eval.benchmark`` in results.json's config, ``ifeval``
 when absent): an IFBench evaluation logs ``ifbench/*`` and ``ifbench_type/*`` on ``ifbench/step``,
 so the two benchmarks of one run never share keys or a step axis. lm-eval tasks log
-``lmeval/<task>/<metric>[/<filter>]`` on ``lmeval/step``.
+``lmeval/<task>/<metric>[/<filter>]`` on ``lmeval/step``, the judge ``judge/win_rate`` (or
+``judge/score_mean``) and its counts on ``judge/step``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import itertools
 from pathlib import Path
 from typing import Any, Iterable
 
-from ifdistill.evaluator.output import METRICS, SAMPLES_FILE, benchmark_of, iter_sample_rows, metric_values
+from ifdistill.evaluator.output import METRICS, OWN_METRICS, SAMPLES_FILE, benchmark_of, iter_sample_rows, metric_values
 
 STEP_KEY = "ifeval/step"  # IFEval's; other benchmarks: step_key(benchmark)
 
@@ -31,7 +32,7 @@ def evaluation_line(step: int, results: dict, label: str = "checkpoint-eval") ->
     task metric), each ``value±stderr``."""
     agg = metric_values(results)
     parts = []
-    names = METRICS if benchmark_of(results) != "lmeval" else [k for k in agg if not k.endswith("_stderr")]
+    names = METRICS if benchmark_of(results) not in OWN_METRICS else [k for k in agg if not k.endswith("_stderr")]
     for name in names:
         if name in agg:
             se = agg.get(f"{name}_stderr")
@@ -51,12 +52,22 @@ def flat_metrics(results: dict) -> dict[str, float]:
     return flat
 
 
-def sample_rows(out_dir: Path, limit: int) -> list[list[Any]]:
-    """The first ``limit`` samples as rows of the W&B samples table (none if the evaluation kept no samples)."""
+SAMPLE_COLUMNS = {"default": ["key", "prompt", "response", "strict_prompt", "loose_prompt"],
+                  "judge": ["key", "prompt", "response", "verdicts", "outcome_or_score"]}
+
+
+def _judged(s: dict) -> list[Any]:
+    verdicts = "; ".join(f"{j['order']}: {j['verdict']['category']} {j['verdict']['value']}" for j in s["judgements"])
+    return [verdicts, str(s.get("outcome", s.get("score")))]
+
+
+def sample_rows(out_dir: Path, limit: int, bench: str = "ifeval") -> list[list[Any]]:
+    """The first ``limit`` samples as rows of the W&B samples table (none if the evaluation kept no samples);
+    a judge's rows show each judgement's parsed verdict and the pair's outcome (or the score)."""
     if limit <= 0 or not (Path(out_dir) / SAMPLES_FILE).is_file():
         return []
-    return [[str(s.get("key")), s.get("prompt", ""), s.get("response", ""),
-             bool(s.get("strict_prompt")), bool(s.get("loose_prompt"))]
+    return [[str(s.get("key")), s.get("prompt", ""), s.get("response", "")] +
+            (_judged(s) if bench == "judge" else [bool(s.get("strict_prompt")), bool(s.get("loose_prompt"))])
             for s in itertools.islice(iter_sample_rows(out_dir), limit)]
 
 
@@ -85,10 +96,10 @@ def _log_wandb(run: Any, step: int, metrics: dict, out_dir: Path, n_samples: int
         run.define_metric(f"{bench}_type/*", step_metric=key)
         _DEFINED.add((run.id, bench))
     payload: dict[str, Any] = {**metrics, key: step}
-    rows = sample_rows(out_dir, n_samples)
+    rows = sample_rows(out_dir, n_samples, bench)
     if rows:
-        payload[f"{bench}/samples"] = wandb.Table(
-            columns=["key", "prompt", "response", "strict_prompt", "loose_prompt"], data=rows)
+        payload[f"{bench}/samples"] = wandb.Table(columns=SAMPLE_COLUMNS.get(bench, SAMPLE_COLUMNS["default"]),
+                                                  data=rows)
     run.log(payload)
     # The summary shows the latest checkpoint's evaluation, whatever order evaluations finish in.
     if step >= (run.summary.get(key) or -1):

@@ -6,7 +6,8 @@ Modules: ``run`` (:func:`evaluate`, the code path everyone uses), ``cli`` (the H
 ``prompts`` (what the model reads), ``generation`` (requests and post-processing), ``backends``
 (which backend) / ``backend_vllm`` / ``backend_hf`` (how it writes and scores), ``fingerprint``
 (``eval_config_hash``), ``results`` / ``schema`` (what is written), ``lmeval`` (lm-eval tasks as one
-more benchmark on the same plan, engine and writer).
+more benchmark on the same plan, engine and writer), ``judge`` (an LLM judge of the responses: absolute
+scores or pairwise win rate, served by the same backends).
 
 Importing this package is cheap: torch, transformers and vLLM load only when an evaluation runs.
 """

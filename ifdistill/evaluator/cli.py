@@ -27,6 +27,12 @@ log = logging.getLogger("ifdistill.evaluator")
 
 def _summary(results: dict) -> str:
     m, t = results["metrics"], results["timings"]
+    if "judge" in results:  # an LLM judge (ifdistill.evaluator.judge)
+        from ifdistill.evaluator.judge.run import summary_line
+
+        return (f"eval_config_hash {results['eval_config_hash']}  prompts {m['num_prompts']}\n  {summary_line(results)}\n"
+                f"  time: prepare {t['prepare_s']:.1f}s  load {t['load_s']:.1f}s  generate {t['generate_s']:.1f}s  "
+                f"judge {t['judge_s']:.1f}s")
     if "tasks" in results:  # lm-eval tasks (ifdistill.evaluator.lmeval)
         lines = [f"eval_config_hash {results['eval_config_hash']}  documents {results['counts']['num_documents']}"]
         lines += [f"  {k} {v:.4f}" + (f" ± {m[k + '_stderr']:.4f}" if m.get(k + "_stderr") is not None else "")

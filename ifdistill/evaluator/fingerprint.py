@@ -16,8 +16,12 @@ results with different hashes can be diffed key by key). The fingerprint holds:
   ``scorer_version`` (:func:`ifdistill.ifeval.scoring.scorer_version_for` the rows' ids: IFEval's
   version, joined by IFBench's where the rows hold IFBench ids) and :data:`PROTOCOL_VERSION`.
 
+An LLM-judged evaluation (``benchmark: judge``) adds a ``judge`` section
+(:func:`ifdistill.evaluator.judge.run.with_judge`): the judge's weights digest and tokenizer, the active
+template's text, its greedy decoding, score range, parser / both-orders rule and the reference responses.
+
 Deliberately *not* in it: ``eval.runtime`` (memory, threads, devices, batch size, progress bar),
-output paths, and the model's identity -- results.json records the model separately, so the same
+output paths, and the evaluated model's identity -- results.json records the model separately, so the same
 eval config over the checkpoints of one run shares one hash and the runs are comparable.
 """
 

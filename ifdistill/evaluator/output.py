@@ -139,6 +139,10 @@ def _aggregates(results: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in results.items() if k.startswith(("prompt_level_", "inst_level_", "num_"))}
 
 
+#: Benchmarks whose results.json ``metrics`` are their own (not IFEval's four aggregates): every numeric value counts.
+OWN_METRICS = ("lmeval", "judge")
+
+
 def benchmark_of(results: Mapping[str, Any]) -> str:
     """The benchmark an evaluation belongs to (results.json ``config.eval.benchmark``; ``ifeval`` when absent)."""
     return ((results.get("config") or {}).get("eval") or {}).get("benchmark") or "ifeval"
@@ -146,8 +150,9 @@ def benchmark_of(results: Mapping[str, Any]) -> str:
 
 def metric_values(results: Mapping[str, Any]) -> dict[str, float]:
     """The aggregates and their standard errors (``<metric>_stderr``) as floats; absent or null values are
-    left out. IFEval/IFBench: the four aggregates; lm-eval: every ``<task>/<metric>[/<filter>]``."""
-    if benchmark_of(results) == "lmeval":
+    left out. IFEval/IFBench: the four aggregates; lm-eval: every ``<task>/<metric>[/<filter>]``; the judge:
+    win rate or mean score and its counts (:mod:`ifdistill.evaluator.judge.verdicts`)."""
+    if benchmark_of(results) in OWN_METRICS:
         return {k: float(v) for k, v in (results.get("metrics") or {}).items()
                 if isinstance(v, (int, float)) and not isinstance(v, bool)}
     found = _aggregates(results)

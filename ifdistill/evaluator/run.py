@@ -19,7 +19,6 @@ CPU pinning.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import logging
 import os
 import time
@@ -35,26 +34,15 @@ from ifdistill.evaluator.dataset import LoadedRows, load_eval_rows, load_rows
 from ifdistill.evaluator.errors import EvaluatorError, OutputExistsError
 from ifdistill.evaluator.generation import Request, Sampling, finalize, request_seed, scored_text
 from ifdistill.evaluator.model_source import ModelSource, context_length, model_identity, resolve_model_source
-from ifdistill.evaluator.prompts import (Prompt, build_prompts, demo_selection, load_tokenizer, max_tokens_for,
+from ifdistill.evaluator.prompts import (build_prompts, demo_selection, load_tokenizer, max_tokens_for,
                                          stop_token_ids)
 from ifdistill.evaluator.output import RESULTS_FILE
-from ifdistill.evaluator.plan import PlanBase
+from ifdistill.evaluator.plan import EvalPlan, generate_responses
 from ifdistill.evaluator.results import package_versions, publish, sample_rows
 from ifdistill.evaluator.settings import EvalRunSettings, EvalSettings, RuntimeSettings, eval_settings, run_settings
 from ifdistill.paths import ensure_nltk_data
 
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(kw_only=True)
-class EvalPlan(PlanBase):
-    """Everything decided before generation (IFEval-style rows); ``eval_config_hash`` is final here."""
-
-    data: LoadedRows
-    pool: Optional[LoadedRows]
-    prompts: list[Prompt]
-    requests: list[Request]
-    sampling: Sampling
 
 
 def cpu_list(spec: str) -> list[int]:
@@ -106,7 +94,8 @@ def _context_len(settings: EvalSettings, source: ModelSource) -> int:
 
 def prepare(cfg: DictConfig) -> Any:
     """Phase 1 (see the module docstring): all checks, rendering and the config hash; an :class:`EvalPlan`,
-    or for ``benchmark: lmeval`` an :class:`~ifdistill.evaluator.lmeval.run.LMEvalPlan`."""
+    for ``benchmark: lmeval`` an :class:`~ifdistill.evaluator.lmeval.run.LMEvalPlan`, for ``benchmark: judge``
+    a :class:`~ifdistill.evaluator.judge.run.JudgePlan`."""
     t0 = time.perf_counter()
     ensure_nltk_data()
     settings = eval_settings(cfg.eval)
@@ -145,11 +134,17 @@ def prepare(cfg: DictConfig) -> Any:
         stop_token_ids=stops, context_len=context_len, prompt_ids=[p.token_ids for p in prompts],
         pool_sha256=pool.rows_sha256 if pool else None, demo_selection=demo_selection(prompts),
         scorer_version=scorer_version_for(iid for ex in data.examples for iid in ex.instruction_id_list))
-    return EvalPlan(settings=settings, run=run, model_cfg=model_cfg, source=source, tokenizer=tokenizer,
+    plan = EvalPlan(settings=settings, run=run, model_cfg=model_cfg, source=source, tokenizer=tokenizer,
                     chat_template=template, data=data, pool=pool, prompts=prompts, requests=requests,
                     sampling=sampling, context_len=context_len, fingerprint=fingerprint,
                     eval_config_hash=fp.config_hash(fingerprint),
                     model_identity=model_identity(source, template), prepare_s=time.perf_counter() - t0)
+    if settings.benchmark == "judge":  # the same prompts and generation, then a judge model scores the responses
+        from ifdistill.evaluator.judge.run import with_judge
+
+        plan = with_judge(plan)
+        plan.prepare_s = time.perf_counter() - t0
+    return plan
 
 
 def _score(plan: EvalPlan, completions: list) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
@@ -188,15 +183,12 @@ def execute(plan: Any, *, backend: Any = None, runtime: Optional[dict[str, Any]]
         from ifdistill.evaluator.lmeval.run import execute_and_publish
 
         return execute_and_publish(plan, backend, own=own, runtime=runtime, t0=t0)
-    try:
-        t1 = time.perf_counter()
-        raw = backend.generate(plan.requests, plan.sampling, adapter_dir=plan.source.adapter_dir,
-                               progress=plan.settings.runtime.progress)
-        t2 = time.perf_counter()
-        backend_info = {"name": backend.name, "settings": dict(getattr(backend, "settings", {}))}
-    finally:
-        if own:
-            backend.close()
+    if plan.settings.benchmark == "judge":
+        from ifdistill.evaluator.judge.run import execute_judge
+
+        return execute_judge(plan, backend, own=own, runtime=runtime, t0=t0)
+    t1 = time.perf_counter()
+    raw, backend_info, generate_s = generate_responses(plan, backend, own=own)
     t_scoring = time.perf_counter()  # after the backend's shutdown, which is no one's time
     completions = [finalize(ids, r, plan.sampling, plan.tokenizer) for ids, r in zip(raw, plan.requests)]
     scored, metrics, per_type = _score(plan, completions)
@@ -214,9 +206,9 @@ def execute(plan: Any, *, backend: Any = None, runtime: Optional[dict[str, Any]]
         data={"eval": plan.data.identity, "fewshot_pool": plan.pool.identity if plan.pool else None},
         backend=backend_info, runtime=runtime, versions=package_versions(),
         timings={"prepare_s": round(plan.prepare_s, 3), "load_s": round(t1 - t0, 3),
-                 "generate_s": round(t2 - t1, 3), "score_s": round(t3 - t_scoring, 3),
+                 "generate_s": round(generate_s, 3), "score_s": round(t3 - t_scoring, 3),
                  "total_s": round(plan.prepare_s + time.perf_counter() - t0, 3),
-                 "generated_tokens_per_s": round(tokens / max(t2 - t1, 1e-9), 1)})
+                 "generated_tokens_per_s": round(tokens / max(generate_s, 1e-9), 1)})
     publish(plan.run.output_dir, results, samples, overwrite=plan.run.overwrite)
     log.info("eval %s -> %s: prompt strict %.4f, inst strict %.4f (%d prompts)", plan.eval_config_hash,
              plan.run.output_dir, metrics["prompt_level_strict_acc"], metrics["inst_level_strict_acc"], len(samples))

@@ -7,6 +7,8 @@ an evaluator process unchanged. It has four parts with one rule each:
 - ``data``, ``fewshot``, ``generation`` and the top-level ``backend``/``dtype``/``max_model_len``
   decide *what* is generated and scored; all of them enter ``eval_config_hash``
   (:mod:`ifdistill.evaluator.fingerprint`).
+- ``lmeval`` and ``judge`` configure those benchmarks (``benchmark: lmeval`` / ``judge``) and enter the
+  hash too (the judge's model by the content of its weights).
 - ``runtime`` decides only *how fast and where* (memory, threads, devices, batch size, progress
   bar); nothing in it enters the hash. A setting that could change a response must not go there.
 
@@ -26,7 +28,8 @@ from ifdistill.config import ConfigError, check_schema, register_schema
 
 BACKENDS = ("vllm", "hf")
 #: Benchmark families: the namespace of an evaluation's logged metrics (``<benchmark>/*``).
-BENCHMARKS = ("ifeval", "ifbench", "lmeval")
+BENCHMARKS = ("ifeval", "ifbench", "lmeval", "judge")
+JUDGE_MODES = ("absolute", "pairwise")
 EXPORT_KINDS = ("auto", "adapter", "merged", "model")
 
 
@@ -121,6 +124,33 @@ class LMEvalSettings:
 
 
 @dataclass
+class JudgeModelSettings:
+    """The judge model (a hub name, a local directory or ``builtin:tiny``), served by ``eval.backend``."""
+
+    name_or_path: str = "Qwen/Qwen3-8B"
+    revision: Optional[str] = None
+    dtype: Optional[str] = None  # null: eval.dtype
+    chat_template: Optional[str] = None  # null: the judge tokenizer's own
+    enable_thinking: Optional[bool] = False
+    max_model_len: Optional[int] = None  # null: the judge's own context length
+
+
+@dataclass
+class JudgeSettings:
+    """An LLM judge of the evaluated model's responses (``benchmark: judge``;
+    :mod:`ifdistill.evaluator.judge`). Every key enters eval_config_hash (the judge's weights by content)."""
+
+    mode: str = "absolute"  # absolute (a rubric score per response) | pairwise (against ``reference``)
+    model: JudgeModelSettings = field(default_factory=JudgeModelSettings)
+    max_new_tokens: int = 512  # the judge decodes greedily
+    score_min: int = 1
+    score_max: int = 10
+    absolute_template: str = ""  # placeholders {prompt} {response}
+    pairwise_template: str = ""  # placeholders {prompt} {response_a} {response_b}
+    reference: Optional[str] = None  # pairwise: a samples.jsonl (or its directory) of reference responses
+
+
+@dataclass
 class EvalSettings:
     """The ``eval`` config section."""
 
@@ -136,6 +166,7 @@ class EvalSettings:
     generation: GenerationSettings = field(default_factory=GenerationSettings)
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     lmeval: LMEvalSettings = field(default_factory=LMEvalSettings)
+    judge: JudgeSettings = field(default_factory=JudgeSettings)
 
 
 @dataclass
@@ -172,9 +203,28 @@ def eval_settings(node: Any) -> EvalSettings:
         raise ConfigError("eval.benchmark=lmeval needs eval.lmeval.tasks (lm-eval task names)")
     if settings.lmeval.fewshot_as_multiturn and not settings.lmeval.apply_chat_template:
         raise ConfigError("eval.lmeval.fewshot_as_multiturn needs eval.lmeval.apply_chat_template=true")
+    if settings.benchmark == "judge":
+        _check_judge(settings.judge)
     if settings.fewshot.k > 0 and settings.fewshot.pool is None:
         raise ConfigError("eval.fewshot.k > 0 needs eval.fewshot.pool (the demonstration source)")
     return settings
+
+
+def _check_judge(j: JudgeSettings) -> None:
+    if j.mode not in JUDGE_MODES:
+        raise ConfigError(f"eval.judge.mode must be one of {JUDGE_MODES}, got {j.mode!r}")
+    if j.max_new_tokens < 1:
+        raise ConfigError(f"eval.judge.max_new_tokens must be >= 1, got {j.max_new_tokens}")
+    if j.score_min > j.score_max:
+        raise ConfigError(f"eval.judge.score_min {j.score_min} > eval.judge.score_max {j.score_max}")
+    if j.mode == "pairwise" and not j.reference:
+        raise ConfigError("eval.judge.reference: mode pairwise needs a samples.jsonl of reference responses")
+    needed = {"absolute": ("absolute_template", ("{prompt}", "{response}")),
+              "pairwise": ("pairwise_template", ("{prompt}", "{response_a}", "{response_b}"))}[j.mode]
+    text = getattr(j, needed[0])
+    for placeholder in needed[1]:
+        if placeholder not in text:
+            raise ConfigError(f"eval.judge.{needed[0]}: lacks the placeholder {placeholder}")
 
 
 def run_settings(cfg: DictConfig) -> EvalRunSettings:

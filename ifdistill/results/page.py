@@ -26,7 +26,11 @@ JSON-able dict; report.md, report.csv and report.html render from it (:mod:`ifdi
   within noise in every column; a pair that does not is flagged.
 - **Sweep curves**: per seed group (runs equal but for the seed: one swept value) and column, the mean
   over the group's seeds at every evaluated step with the standard error of that mean (sd / sqrt(n);
-  none for one seed), so the in-training trade-off of every benchmark is one picture.
+  none for one seed), so the in-training trade-off of every benchmark is one picture. Only evaluations
+  with the column's eval_config_hash enter a mean (a judge's number moves with its model, template and
+  reference): the others are named in a note, never averaged in.
+- **Judge columns**: ``judge:win_rate`` (pairwise) or ``judge:score_mean`` (absolute) by ``--columns``,
+  e.g. ``--columns "Judge win rate=judge:win_rate"``; like every column, one eval_config_hash per column.
 """
 
 from __future__ import annotations
@@ -46,8 +50,8 @@ IFEVAL_LIKE = ("ifeval", "ifbench")
 
 @dataclasses.dataclass(frozen=True)
 class Column:
-    """A headline metric: ``benchmark`` (``ifeval``, ``ifbench`` or ``lmeval``) and the metric's name
-    in results.json (lm-eval: ``<task>/<metric>[/<filter>]``)."""
+    """A headline metric: ``benchmark`` (``ifeval``, ``ifbench``, ``lmeval`` or ``judge``) and the metric's
+    name in results.json (lm-eval: ``<task>/<metric>[/<filter>]``; the judge: ``win_rate`` or ``score_mean``)."""
 
     label: str
     benchmark: str
@@ -72,8 +76,8 @@ def parse_column(spec: str) -> Column:
     bench, sep, metric = rest.partition(":")
     if not sep:
         bench, metric = ("lmeval" if "/" in rest else "ifeval"), rest
-    if bench not in (*IFEVAL_LIKE, "lmeval") or not metric:
-        raise ValueError(f"--columns {spec!r}: expected [LABEL=][ifeval|ifbench|lmeval:]METRIC")
+    if bench not in (*IFEVAL_LIKE, *eval_output.OWN_METRICS) or not metric:
+        raise ValueError(f"--columns {spec!r}: expected [LABEL=][ifeval|ifbench|lmeval|judge:]METRIC")
     return Column(label or metric, bench, metric)
 
 
@@ -210,8 +214,10 @@ def _reproducibility(rows: Sequence[PageRow], reruns: Sequence[Run], columns: Se
     return out
 
 
-def _sweep_curves(rows: Sequence[PageRow], columns: Sequence[Column], labels: dict[str, str]) -> list[dict]:
-    """``[{group, label, runs, columns: {label: [{step, mean, se, n}]}}]`` per seed group (module docstring)."""
+def _sweep_curves(rows: Sequence[PageRow], columns: Sequence[Column], labels: dict[str, str],
+                  column_hash: dict[str, str | None], notes: list[str]) -> list[dict]:
+    """``[{group, label, runs, columns: {label: [{step, mean, se, n}]}}]`` per seed group (module docstring).
+    Only evaluations with the column's eval_config_hash are averaged; the others are named in ``notes``."""
     groups: dict[str, list[PageRow]] = {}
     for r in rows:
         if r.run is not None and r.kind == "run":
@@ -221,14 +227,22 @@ def _sweep_curves(rows: Sequence[PageRow], columns: Sequence[Column], labels: di
         curves = {}
         for col in columns:
             by_step: dict[int, list[float]] = {}
+            left_out: set[str] = set()
             for r in members:
                 for evals in r.evaluations.values():
                     for e in evals:
-                        if e.benchmark == col.benchmark and col.metric in e.metrics and e.step is not None:
-                            by_step.setdefault(e.step, []).append(e.metrics[col.metric])
+                        if e.benchmark != col.benchmark or col.metric not in e.metrics or e.step is None:
+                            continue
+                        if column_hash.get(col.label) not in (None, e.eval_config_hash):
+                            left_out.add(r.name)
+                            continue
+                        by_step.setdefault(e.step, []).append(e.metrics[col.metric])
             curves[col.label] = [{"step": step, "mean": sum(v) / len(v), "n": len(v),
                                   "se": (sum((x - sum(v) / len(v)) ** 2 for x in v) / (len(v) - 1) / len(v)) ** 0.5
                                   if len(v) > 1 else None} for step, v in sorted(by_step.items())]
+            if left_out:
+                notes.append(f"{col.label} curve: {', '.join(sorted(left_out))} evaluated with another eval_config_hash "
+                             f"than the column's {column_hash[col.label]}; left out of the mean, never averaged in")
         out.append({"group": group, "label": labels.get(group) or group[:10], "runs": [m.name for m in members],
                     "columns": curves})
     return out
@@ -298,7 +312,7 @@ def build_page(runs: Sequence[Run], base: Sequence[Path] | None = None, options:
                   "cells": cells[r.name], "verdict": verdicts.get(r.name), "repro": repro.get(r.name)}
                  for r in rows],
         "deltas": deltas,
-        "curves": _sweep_curves(rows, columns, labels or {}),
+        "curves": _sweep_curves(rows, columns, labels or {}, column_hash, notes),
         "notes": notes,
     }
 

@@ -309,9 +309,12 @@ class Evaluation:
 
 
 def _benchmark_guess(section: str, metrics: Mapping[str, Any]) -> str:
-    """The benchmark of a metrics.json entry whose results.json is gone: lm-eval keys hold a ``/``."""
+    """The benchmark of a metrics.json entry whose results.json is gone: lm-eval keys hold a ``/``, a judge's
+    headline is ``win_rate`` or ``score_mean``."""
     if any("/" in k for k in metrics):
         return "lmeval"
+    if "win_rate" in metrics or "score_mean" in metrics:
+        return "judge"
     return section if section in ("ifeval", "ifbench") else "ifeval"
 
 

@@ -365,15 +365,22 @@ def test_two_benchmarks_per_checkpoint_from_one_export(tmp_path):
     """``callbacks=checkpoint_eval_ifbench``: each export is evaluated on the run's eval (the synthetic
     IFEval-style split) and on IFBench, each in its own evaluator process with its own eval config;
     both land in metrics.json and W&B on their own step axes, and ``ifdistill-eval`` afterwards on the
-    same export gives identical samples for both. (Transformers backend: the callback's vLLM path is
+    same export gives identical samples for both. A third, the LLM judge (the tiny model judging the
+    export's responses), is byte-identical in training and after it. (Transformers backend: the callback's vLLM path is
     covered by the run above; here what matters is two benchmarks from one export.)"""
-    ifbench = "callbacks.checkpoint_eval.evals.ifbench"
+    ifbench, judge = "callbacks.checkpoint_eval.evals.ifbench", "callbacks.checkpoint_eval.evals.judge"
     run = train_cli(tmp_path / "train", "callbacks=checkpoint_eval_ifbench",
                     "eval@callbacks.checkpoint_eval.evals.ifbench=ifbench_local", "trainer.max_steps=4",
                     "run.eval_every_n_steps=4", "run.checkpoint_every_n_steps=4",
                     "callbacks.checkpoint_eval.every_n_steps=4", "eval.backend=hf", "eval.data.max_examples=8",
                     f"{ifbench}.backend=hf", f"{ifbench}.data.max_examples=8",
-                    f"{ifbench}.generation.max_new_tokens=16", f"{ifbench}.runtime.progress=false")
+                    f"{ifbench}.generation.max_new_tokens=16", f"{ifbench}.runtime.progress=false",
+                    # a third benchmark of the same export: the tiny model judging the export's responses
+                    f"+eval@{judge}=judge", f"{judge}.backend=hf", f"{judge}.data.hf_name=null",
+                    f"{judge}.data.path=${{paths.shared_data_dir}}/ifeval/input_data.jsonl",
+                    f"{judge}.data.max_examples=2", f"{judge}.generation.max_new_tokens=4",
+                    f"{judge}.judge.model.name_or_path=builtin:tiny", f"{judge}.judge.max_new_tokens=4",
+                    f"{judge}.runtime.progress=false")
     metrics = json.loads((run / "metrics.json").read_text())
     assert sorted(metrics["checkpoints"]) == ["4"] and sorted(metrics["evals"]["ifbench"]) == ["4"]
     assert metrics["failures"] == []
@@ -398,3 +405,28 @@ def test_two_benchmarks_per_checkpoint_from_one_export(tmp_path):
     (row,) = report["runs"]
     assert row["final_step"] == 4 and row["eval_config_hash"] == ifbench_entry["eval_config_hash"]
     assert row["final"]["prompt_level_loose_acc"] == pytest.approx(ifbench_results["metrics"]["prompt_level_loose_acc"])
+    assert_judge_identical_after_training(run, tmp_path / "post_judge", history)
+
+
+def assert_judge_identical_after_training(run: Path, post: Path, history: list[dict]) -> None:
+    """The judge at step 4 (in training) and ``ifdistill-eval`` on the export afterwards: byte-identical
+    samples.jsonl (responses, each judgement's prompt, raw text and verdict), the same metrics and
+    eval_config_hash; W&B ``judge/*`` on ``judge/step``; ``ifdistill-status`` lists it."""
+    step_dir = run / "evals" / "judge" / "step_000004"
+    entry = json.loads((run / "metrics.json").read_text())["evals"]["judge"]["4"]
+    argv = [str(BIN / "ifdistill-eval"), f"--config-dir={step_dir / '.request'}", "eval=_request", "model=_request",
+            f"export_dir={run / 'exports' / 'step_000004'}", f"output_dir={post}", f"hydra.run.dir={post}"]
+    proc = subprocess.run(argv, env=_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert (step_dir / "samples.jsonl").read_bytes() == (post / "samples.jsonl").read_bytes()
+    ours, theirs = (json.loads((d / "results.json").read_text()) for d in (step_dir, post))
+    assert ours["config"]["eval"]["benchmark"] == "judge" and ours["counts"]["num_judgements"] == 2
+    assert ours["eval_config_hash"] == theirs["eval_config_hash"] == entry["eval_config_hash"]
+    assert ours["metrics"] == theirs["metrics"] == entry["metrics"]
+    rows = [r for r in history if "judge/num_judged" in r]
+    assert [r["judge/step"] for r in rows] == [4] and rows[0]["judge/num_judged"] == 2
+    assert rows[0]["judge/samples"]["_type"] == "table-file"  # each judgement's verdict, W&B's samples table
+    from ifdistill.results.status import format_table, run_status  # ifdistill-status's table, in process
+
+    line = next(x for x in format_table([run_status(run)]).splitlines() if "| judge |" in x)
+    assert "| 1 | 4 |" in line and "num_judged 2" in line
