@@ -30,6 +30,8 @@ BACKENDS = ("vllm", "hf")
 #: Benchmark families: the namespace of an evaluation's logged metrics (``<benchmark>/*``).
 BENCHMARKS = ("ifeval", "ifbench", "lmeval", "judge")
 JUDGE_MODES = ("absolute", "pairwise")
+#: The placeholders each judge template must hold (filled by :func:`ifdistill.evaluator.judge.run.fill`).
+JUDGE_PLACEHOLDERS = {"absolute": ("prompt", "response"), "pairwise": ("prompt", "response_a", "response_b")}
 EXPORT_KINDS = ("auto", "adapter", "merged", "model")
 
 
@@ -219,12 +221,10 @@ def _check_judge(j: JudgeSettings) -> None:
         raise ConfigError(f"eval.judge.score_min {j.score_min} > eval.judge.score_max {j.score_max}")
     if j.mode == "pairwise" and not j.reference:
         raise ConfigError("eval.judge.reference: mode pairwise needs a samples.jsonl of reference responses")
-    needed = {"absolute": ("absolute_template", ("{prompt}", "{response}")),
-              "pairwise": ("pairwise_template", ("{prompt}", "{response_a}", "{response_b}"))}[j.mode]
-    text = getattr(j, needed[0])
-    for placeholder in needed[1]:
-        if placeholder not in text:
-            raise ConfigError(f"eval.judge.{needed[0]}: lacks the placeholder {placeholder}")
+    key = f"{j.mode}_template"
+    for name in JUDGE_PLACEHOLDERS[j.mode]:
+        if "{" + name + "}" not in getattr(j, key):
+            raise ConfigError(f"eval.judge.{key}: lacks the placeholder {{{name}}}")
 
 
 def run_settings(cfg: DictConfig) -> EvalRunSettings:

@@ -45,11 +45,12 @@ from ifdistill.evaluator.output import SAMPLES_FILE
 from ifdistill.evaluator.prompts import load_tokenizer, stop_token_ids
 from ifdistill.evaluator.results import package_versions, publish
 from ifdistill.evaluator.plan import EvalPlan, generate_responses
-from ifdistill.evaluator.settings import JudgeSettings
+from ifdistill.evaluator.settings import JUDGE_PLACEHOLDERS, JudgeSettings
 
 log = logging.getLogger(__name__)
 
-_PLACEHOLDER = re.compile(r"\{(prompt|response|response_a|response_b)\}")
+_NAMES = sorted({n for names in JUDGE_PLACEHOLDERS.values() for n in names}, key=len, reverse=True)
+_PLACEHOLDER = re.compile(r"\{(" + "|".join(_NAMES) + r")\}")
 
 
 @dataclasses.dataclass(kw_only=True)
