@@ -5,6 +5,11 @@ the HF backend and served by one persistent evaluator per run; the untrained tin
 same way by ``ifdistill-eval`` as the base row. ``ifdistill-report`` renders the page, and headless
 chromium reads report.html's tables back.
 
+Every process here runs on one thread, so the sweep is launched as a researcher narrows one: one
+``-m`` per seed (``seed=1`` and ``seed=2``, each over the 4 other combinations), the two side by side
+with the base evaluations beside them; the runs land in one ``train/runs`` and are named by every
+swept value of the preset, seed included.
+
 After 4 steps the numbers are near chance: the test checks that the page is whole (a row per run, no
 gap, a delta and a verdict per run) and that every cell is the one its run's results.json holds.
 """
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +32,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[3]
 STEPS = 4
+SEEDS = (1, 2)
 N_IFEVAL, N_DOCS = 8, 8
 LM_TASK = "commonsense_qa_local"
 COLUMNS = {"IFEval prompt strict": ("ifeval", "prompt_level_strict_acc"),
@@ -53,10 +60,30 @@ def _env() -> dict[str, str]:
             "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
 
 
-def _run(argv: list[str], log: Path, timeout: float) -> None:
+def _start(argv: list[str], log: Path) -> tuple[subprocess.Popen, Path]:
+    """The command in its own session (its evaluator servers with it), output to ``log``."""
     with log.open("w") as f:
-        proc = subprocess.run(argv, cwd=ROOT, env=_env(), stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
+        return subprocess.Popen(argv, cwd=ROOT, env=_env(), stdout=f, stderr=subprocess.STDOUT,
+                                start_new_session=True), log
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _wait(started: tuple[subprocess.Popen, Path], timeout: float) -> None:
+    proc, log = started
+    try:
+        proc.wait(timeout=timeout)
+    finally:
+        _stop(proc)
     assert proc.returncode == 0, "\n".join(log.read_text(errors="replace").splitlines()[-60:])
+
+
+def _run(argv: list[str], log: Path, timeout: float) -> None:
+    _wait(_start(argv, log), timeout)
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +91,29 @@ def sweep(tmp_path_factory) -> Path:
     """The sweep's runs (``train/runs``), the base's evaluations (``base/``) and the page (``report/``)."""
     out = tmp_path_factory.mktemp("page_sweep")
     tasks = write_tasks(out / "lmeval", n_test=N_DOCS)
-    _run([sys.executable, "-m", "ifdistill.train.cli", "-m",
+    sweeps = [_start(_sweep_argv(out, tasks, seed), out / f"train_seed{seed}.log") for seed in SEEDS]
+    try:
+        base = {"ifeval": ["eval=synthetic", *_ifeval()], "lmeval": ["eval=lmeval", *_lmeval("eval", tasks)]}
+        for name, args in base.items():
+            _run([sys.executable, "-m", "ifdistill.evaluator.cli", "model=tiny", *args,
+                  f"output_dir={out}/base/{name}", f"hydra.run.dir={out}/base/{name}"], out / f"base_{name}.log",
+                 timeout=300)
+        for started in sweeps:
+            _wait(started, timeout=600)
+    finally:
+        for proc, _ in sweeps:
+            _stop(proc)
+    columns = [f"{label}={bench}:{metric}" for label, (bench, metric) in COLUMNS.items()]
+    _run([sys.executable, "-m", "ifdistill.results.cli", str(out / "train" / "runs"), "--base-model", str(out / "base"),
+          "--columns", *columns, "-o", str(out / "report")], out / "report.log", timeout=300)
+    return out
+
+
+def _sweep_argv(out: Path, tasks: Path, seed: int) -> list[str]:
+    """``ifdistill-train -m`` over the ratios and methods at one seed, in its own sweep directory."""
+    return [sys.executable, "-m", "ifdistill.train.cli", "-m",
           # the replay-sweep preset names each run by its swept values (ratio-0_method-sft_seed-1)
-          "experiment=ifeval_replay_sweep", "data.ratio=0,0.5", "method=sft,distill", "seed=1,2",
+          "experiment=ifeval_replay_sweep", "data.ratio=0,0.5", "method=sft,distill", f"seed={seed}",
           "model=tiny", "data=synthetic_replay", "trainer=cpu", "trainer.accelerator=cpu", "trainer.devices=1",
           "trainer.accumulate_grad_batches=1", "gradient_checkpointing=false", "logger=csv",
           "peft=lora", "peft.r=4", "peft.dropout=0.0",
@@ -77,15 +124,7 @@ def sweep(tmp_path_factory) -> Path:
           "callbacks=checkpoint_eval", "eval=synthetic", f"callbacks.checkpoint_eval.every_n_steps={STEPS}",
           "callbacks.checkpoint_eval.engine=persistent",  # one evaluator process per run serves both benchmarks
           *_ifeval(), f"+eval@{EXTRA}=lmeval", *_lmeval(EXTRA, tasks),
-          f"paths.output_root={out}", f"hydra.sweep.dir={out}/sweep"], out / "train.log", timeout=600)
-    base = {"ifeval": ["eval=synthetic", *_ifeval()], "lmeval": ["eval=lmeval", *_lmeval("eval", tasks)]}
-    for name, args in base.items():
-        _run([sys.executable, "-m", "ifdistill.evaluator.cli", "model=tiny", *args, f"output_dir={out}/base/{name}",
-              f"hydra.run.dir={out}/base/{name}"], out / f"base_{name}.log", timeout=300)
-    columns = [f"{label}={bench}:{metric}" for label, (bench, metric) in COLUMNS.items()]
-    _run([sys.executable, "-m", "ifdistill.results.cli", str(out / "train" / "runs"), "--base-model", str(out / "base"),
-          "--columns", *columns, "-o", str(out / "report")], out / "report.log", timeout=300)
-    return out
+          f"paths.output_root={out}", f"hydra.sweep.dir={out}/sweep-seed{seed}"]
 
 
 def _results(run_dir: Path, bench: str) -> dict:
