@@ -99,8 +99,9 @@ def _prune(folder: Path, keep: int = KEEP) -> None:
             mtime = path.stat().st_mtime_ns
             if path.name.endswith(".pickle"):
                 dated.append((mtime, path))
-            elif path.name.startswith(".") and path.name.endswith(".tmp") and time.time_ns() - mtime > STALE_TMP_S * 1e9:
-                path.unlink()
+            elif path.name.startswith(".") and path.name.endswith(".tmp"):
+                if time.time_ns() - mtime > STALE_TMP_S * 10**9:  # older than any store in progress
+                    path.unlink()
     for _, path in sorted(dated, reverse=True)[keep:]:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()

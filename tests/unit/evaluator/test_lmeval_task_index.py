@@ -4,7 +4,7 @@
   name, kind, YAML path, tags, parsed config).
 - Editing an include YAML (same size, new mtime) or adding one gives a new key, and the new task name.
 - A truncated pickle is rebuilt and replaced with one warning; an unusable cache folder costs one warning.
-- The folder keeps the 4 most recently used pickles; a hit counts as a use.
+- The folder keeps the 4 most recently used pickles (a hit counts as a use), and drops stale temp files.
 
 ``$IFDISTILL_CACHE`` points at a tmp folder in every test. Only the first test scans lm-eval's own task
 folder (a module fixture, ~7 s); the others index a tmp include folder alone (``include_defaults=False``).
@@ -161,6 +161,13 @@ def test_the_folder_keeps_the_most_recently_used(cache, tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger=LOGGER):
         task_manager([folders["a"]], include_defaults=False)  # a hit: a becomes the most recently used
     assert any("loaded from" in r.getMessage() for r in caplog.records)
+    # temp files of stores: one interrupted long ago, one that may be in progress
+    stale, recent = cache / SUBDIR / ".x.pickle.old.tmp", cache / SUBDIR / ".y.pickle.new.tmp"
+    for tmp in (stale, recent):
+        tmp.write_bytes(b"partial")
+    old = now - (task_index.STALE_TMP_S + 60) * 10**9
+    os.utime(stale, ns=(old, old))
     task_manager([folders["e"]], include_defaults=False)
     stored["e"] = cache / SUBDIR / f"{index_key([folders['e']], include_defaults=False)}.pickle"
     assert pickles(cache) == {stored[n] for n in "acde"}  # b, the least recently used, is gone
+    assert recent.exists() and not stale.exists()
