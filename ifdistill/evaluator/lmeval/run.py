@@ -61,12 +61,13 @@ def _one_line(err: BaseException) -> str:
 
 @functools.lru_cache(maxsize=4)
 def _manager(include_path: tuple[str, ...]) -> Any:
-    """lm-eval's index of task YAMLs (its own ~15 s scan of every task folder), once per process and include
-    path: the persistent server prepares every checkpoint's evaluation with the same one. It indexes
-    names and files only; each :func:`_load_tasks` builds fresh task objects from the YAMLs."""
-    from lm_eval.tasks import TaskManager
+    """lm-eval's index of task YAMLs (its own 6-9 s scan of every task folder), once per process and include
+    path, kept on disk between processes (:mod:`~ifdistill.evaluator.lmeval.task_index`): the persistent
+    server prepares every checkpoint's evaluation with the same one. It indexes names and files only;
+    each :func:`_load_tasks` builds fresh task objects from the YAMLs."""
+    from ifdistill.evaluator.lmeval.task_index import task_manager
 
-    return TaskManager(include_path=list(include_path) or None)
+    return task_manager(include_path)
 
 
 def _load_tasks(settings: EvalSettings) -> dict[str, Any]:
