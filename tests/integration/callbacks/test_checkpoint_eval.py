@@ -234,17 +234,14 @@ def _saboteur(out: Path, stop: threading.Event) -> None:
 def sabotaged(tmp_path_factory) -> dict:
     """A second run (seed 7) whose step-10 evaluator is killed and step-20 one frozen, then back-filled.
     Returns the run dir, its metrics.json right after training, and the back-fill process. Both evaluations
-    are sabotaged within ~3 s of their start, so a 20 s timeout is reached only by the frozen one. HF backend:
-    an evaluator is sabotaged while it still imports (before any vLLM engine process exists), so what is
-    tested -- the queue's records, the group kill, back-fill -- does not depend on the backend, and the two
-    back-filled evaluations take seconds instead of a vLLM start each."""
+    are sabotaged within ~3 s of their start, so a 20 s timeout is reached only by the frozen one."""
     out = tmp_path_factory.mktemp("sabotaged")
     stop = threading.Event()
     saboteur = threading.Thread(target=_saboteur, args=(out, stop), daemon=True)
     saboteur.start()
     try:
         run_dir = train_cli(out, "callbacks.checkpoint_eval.retries=0", "callbacks.checkpoint_eval.timeout_s=20",
-                            "seed=7", "eval.backend=hf", "eval.runtime.num_threads=1")
+                            "seed=7")
     finally:
         stop.set()
     after_training = json.loads((run_dir / "metrics.json").read_text())
