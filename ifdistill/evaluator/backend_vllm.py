@@ -17,9 +17,9 @@ Choices and why (../shared/notes/cpu-training-and-vllm.md has the measurements):
   (:mod:`ifdistill.evaluator.serve`) must clear it whenever the weights or the adapter change
   (:meth:`VLLMBackend.reset_caches`), since a block's key is its token ids, not the weights.
 - vLLM spawns an EngineCore and a worker process: callers must run under ``if __name__ == "__main__"``.
-  A one-shot evaluation on CPU runs the engine in its own process instead (``runtime.engine_in_process``):
-  on two cores the two spawns (each importing vLLM and torch) and the graceful shutdown (the EngineCore
-  is force-killed after vLLM's 5 s grace) were 22 of an evaluation's 49 s.
+  On CPU the engine runs in the caller's process instead (``runtime.engine_in_process``): on two cores
+  the two spawns (each importing vLLM and torch) and the graceful shutdown (the EngineCore is
+  force-killed after vLLM's 5 s grace) were 22 of an evaluation's 49 s.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class VLLMBackend:
         self.on_cpu = current_platform.is_cpu()
         in_process = runtime.engine_in_process
         if in_process is None:
-            in_process = self.on_cpu and not persistent
+            in_process = self.on_cpu
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0" if in_process else "1"  # read when the engine starts
         self.max_lora_rank = lora_rank_slot(lora_rank) if lora_rank else None
         kwargs = dict(model=model_dir, tokenizer=tokenizer_dir, dtype=dtype, max_model_len=max_model_len,
@@ -110,6 +110,7 @@ class VLLMBackend:
         if self.max_lora_rank:
             kwargs.update(enable_lora=True, max_lora_rank=self.max_lora_rank, max_loras=1)
         self.settings = {k: v for k, v in kwargs.items() if k not in ("model", "tokenizer")}
+        self.settings["engine_in_process"] = in_process  # results.json's backend record
         self.sleep_mode = bool(kwargs.get("enable_sleep_mode"))
         self.asleep = False
         self._lora_serial: Optional[int] = 0 if persistent else None  # persistent: one fresh adapter id per request

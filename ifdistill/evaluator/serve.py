@@ -30,8 +30,8 @@ sees half a file): the client writes ``requests/<id>.json`` (``{"id", "argv"}``)
 the oldest, runs it and writes ``replies/<id>.json`` (``{"id", "status": ok | input_error | error,
 "exit_code", "error"}``: 0, 2 like ``ifdistill-eval``'s input errors, 1 for anything else, after
 which the server exits -- its engine's state is unknown). ``heartbeat`` is touched every second by a
-thread of the server, which also watches the running engine's processes: when one dies (vLLM's engine
-core killed, OOM), a request waiting on it would never return, so the thread writes ``engine_dead``
+thread of the server, which also watches the running engine's processes (an engine in processes of its
+own: GPU's default, ``eval.runtime.engine_in_process``): when one dies (vLLM's engine core killed, OOM), a request waiting on it would never return, so the thread writes ``engine_dead``
 (the dead pids) and stops beating; ``ready`` is touched whenever an engine has finished starting (so a client can
 time a request's evaluation apart from the engine's start-up); ``stop`` asks it to finish the current
 request and exit. The client

@@ -103,10 +103,10 @@ class RuntimeSettings:
     max_num_seqs: Optional[int] = None
     enforce_eager: Optional[bool] = None  # null: true on CPU (no compile at start-up), false on GPU (CUDA graphs)
     # vLLM's engine in the evaluator's own process (VLLM_ENABLE_V1_MULTIPROCESSING=0) instead of an EngineCore
-    # and a worker process. null: in process for a one-shot evaluation on CPU (two spawns and a graceful
-    # shutdown fewer: 49 s -> 27 s per evaluation of the tiny model on 2 cores, samples byte-identical); a
-    # separate process on GPU (vLLM overlaps scheduling with the model) and for the persistent server (its
-    # heartbeat watches the engine process).
+    # and a worker process. null: in process on CPU (two spawns and a graceful shutdown fewer: 49 s -> 27 s
+    # per evaluation of the tiny model on 2 cores, samples byte-identical), separate on GPU (vLLM overlaps
+    # its scheduling with the model there). A persistent server with a separate engine also watches the
+    # engine's processes (its heartbeat thread); in process, the engine dies or hangs with the server.
     engine_in_process: Optional[bool] = None
     # The evaluator's GPU is also training's: a persistent evaluator (ifdistill-eval serve) puts its vLLM
     # engine to sleep (level 1) between checkpoints. Ignored on CPU and by per-checkpoint processes.

@@ -93,6 +93,7 @@ def test_every_checkpoint_is_exported_and_evaluated(run_dir):
         results = json.loads((run_dir / "evals" / f"step_{step:06d}" / "results.json").read_text())
         assert results["metrics"] == metrics["checkpoints"][str(step)]["metrics"]
         assert results["runtime"]["engine"] == "persistent" and not results["runtime"].get("fallback")
+        assert results["backend"]["settings"]["engine_in_process"] is True  # CPU: inside the server's process
         assert results["counts"]["num_prompts"] == 12 if "counts" in results else True
 
 

@@ -70,9 +70,9 @@ def make_exports(tuned, tiny_model_dir, root: Path, kind: str) -> list[Path]:
             _write_export(root, STEPS[2], "adapter", adapter, ft, lora_b_random=True)]
 
 
-def eval_cfg(tuned, run_dir: Path):
-    """The ``eval`` section a training run would hand the callback."""
-    return compose_config([*EVAL_OVERRIDES, f"eval.data.path={tuned['words']}"], output_dir=str(run_dir)).eval
+def eval_cfg(tuned, run_dir: Path, *extra: str):
+    """The ``eval`` section a training run would hand the callback (``extra``: more overrides)."""
+    return compose_config([*EVAL_OVERRIDES, f"eval.data.path={tuned['words']}", *extra], output_dir=str(run_dir)).eval
 
 
 def jobs(tuned, exports: list[Path], run_dir: Path, *, devices: dict | None = None) -> list[EvalJob]:

@@ -45,6 +45,9 @@ from tests.integration.evaluator.tuned import require_vllm
 pytestmark = pytest.mark.slow
 
 DEVICES = {"cpu_threads_bind": "0"}
+# The engine in processes of its own (GPU's default; on CPU the engine runs inside the server by default):
+# the layout in which the engine can die or hang apart from the server.
+SEPARATE_ENGINE = "eval.runtime.engine_in_process=false"
 
 
 def _taken(job) -> bool:
@@ -92,7 +95,9 @@ def exports(tuned, tiny_model_dir, tmp_path_factory):
 @pytest.fixture(scope="module")
 def fresh_second(exports, tuned, tmp_path_factory):
     """samples.jsonl of the second export evaluated by a fresh ``ifdistill-eval`` process, as the callback
-    builds its command (no server involved)."""
+    builds its command (no server involved), with the engine in that process (CPU's default): the retried
+    evaluations (an engine process of its own) must equal it, so the engine's layout is shown not to
+    change a sample."""
     root = tmp_path_factory.mktemp("fresh")
     evaluations = CheckpointEvaluations(RunDir(root), {None: eval_cfg(tuned, root)}, queue=EvalQueue(),
                                         source="callback", devices=DEVICES)
@@ -111,8 +116,8 @@ def test_fault_is_recorded_retried_on_a_fresh_engine_and_leaves_no_process(fault
     run = RunDir(tmp_path / "run")
     runner = PersistentRunner(request_timeout_s=30, heartbeat_timeout_s=60)
     queue = EvalQueue(runner=runner, max_pending=8, retries=0, poll_interval_s=0.2)
-    evaluations = CheckpointEvaluations(run, {None: eval_cfg(tuned, run.root)}, queue=queue, source="callback",
-                                        devices=DEVICES)
+    evaluations = CheckpointEvaluations(run, {None: eval_cfg(tuned, run.root, SEPARATE_ENGINE)}, queue=queue,
+                                        source="callback", devices=DEVICES)
 
     def kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)

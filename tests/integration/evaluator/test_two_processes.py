@@ -77,6 +77,7 @@ def test_two_processes_give_identical_results(tuned, tmp_path):
         validate(res)
         assert res["metrics"]["num_prompts"] == 541 and res["metrics"]["num_instructions"] == 834
         assert res["backend"]["name"] == "vllm" and res["backend"]["settings"]["enable_lora"] is True
+        assert res["backend"]["settings"]["engine_in_process"] is True  # one-shot on CPU: no engine process
     for row in samples_a:
         validate(row, SAMPLE_SCHEMA)
     assert all(s["num_generated_tokens"] <= 32 for s in samples_a)

@@ -77,5 +77,6 @@ def test_runtime_holds_only_resource_settings():
     assert {f.name for f in dataclasses.fields(RuntimeSettings)} == {
         "kv_cache_memory_bytes", "gpu_memory_utilization", "cpu_threads_bind", "cpu_reserved", "num_threads",
         "cuda_visible_devices", "tensor_parallel_size", "max_num_seqs", "enforce_eager", "hf_batch_size",
-        "hf_device", "progress", "gpu_shared_with_training"}  # sleep mode: weights restored exactly on wake-up
+        "hf_device", "progress", "gpu_shared_with_training",  # sleep mode: weights restored exactly on wake-up
+        "engine_in_process"}  # where vLLM's engine runs: test_serve_faults compares the two byte for byte
     assert "max_new_tokens" in {f.name for f in dataclasses.fields(GenerationSettings)}
