@@ -90,21 +90,25 @@ def closure(reqs: list[str]) -> list[str]:
 
     build = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
     seen: dict[str, str] = {normalize(_name(r)): r for r in build}  # as pyproject states them (editable install)
+    followed: set[tuple[str, str]] = set()  # (project, extra) whose requirements are in todo ("" = none)
     todo = [Requirement(r) for r in reqs]
     while todo:
         req = todo.pop()
         key = normalize(req.name)
-        if key in seen or key in NOT_BROUGHT or key.startswith(("nvidia-", "triton")):
+        extras = {""} | {normalize(e) for e in req.extras}  # a parent's `typepy[datetime]` brings pytz too
+        if key in NOT_BROUGHT or key.startswith(("nvidia-", "triton")) or all((key, e) in followed for e in extras):
             continue
         try:
             dist = distribution(req.name)
         except PackageNotFoundError:
             raise SystemExit(f"{req.name} is needed but not installed here: run --print-requirements --closure "
                              "in the project's set-up environment (make setup)") from None
-        seen[key] = f"{dist.metadata['Name']}=={dist.version}"
+        seen.setdefault(key, f"{dist.metadata['Name']}=={dist.version}")
+        new = extras - {e for k, e in followed if k == key}
+        followed |= {(key, e) for e in new}
         for r in dist.requires or []:
             sub = Requirement(r)
-            if sub.marker is None or sub.marker.evaluate({"extra": ""}):
+            if sub.marker is None or any(sub.marker.evaluate({"extra": e}) for e in new):
                 todo.append(sub)
     return sorted(seen.values(), key=str.lower)
 
