@@ -86,7 +86,7 @@ def main() -> None:
     ap.add_argument("--every", type=int, default=50)
     ap.add_argument("--max-new-tokens", type=int, default=160)
     args = ap.parse_args()
-    from ifdistill.callbacks.eval_jobs import LocalRunner
+    from ifdistill.launchers.local_eval import LocalRunner
     from ifdistill.launchers.persistent_eval import PersistentRunner
 
     with tempfile.TemporaryDirectory() as tmp:
