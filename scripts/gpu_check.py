@@ -90,13 +90,14 @@ def closure(reqs: list[str]) -> list[str]:
 
     build = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
     seen: dict[str, str] = {normalize(_name(r)): r for r in build}  # as pyproject states them (editable install)
-    followed: set[tuple[str, str]] = set()  # (project, extra) whose requirements are in todo ("" = none)
+    followed: dict[str, set[str]] = {}  # project -> extras whose requirements are in todo ("" = none)
     todo = [Requirement(r) for r in reqs]
     while todo:
         req = todo.pop()
         key = normalize(req.name)
-        extras = {""} | {normalize(e) for e in req.extras}  # a parent's `typepy[datetime]` brings pytz too
-        if key in NOT_BROUGHT or key.startswith(("nvidia-", "triton")) or all((key, e) in followed for e in extras):
+        # a parent's `typepy[datetime]` brings pytz too
+        new = ({""} | {normalize(e) for e in req.extras}) - followed.get(key, set())
+        if key in NOT_BROUGHT or key.startswith(("nvidia-", "triton")) or not new:
             continue
         try:
             dist = distribution(req.name)
@@ -104,8 +105,7 @@ def closure(reqs: list[str]) -> list[str]:
             raise SystemExit(f"{req.name} is needed but not installed here: run --print-requirements --closure "
                              "in the project's set-up environment (make setup)") from None
         seen.setdefault(key, f"{dist.metadata['Name']}=={dist.version}")
-        new = extras - {e for k, e in followed if k == key}
-        followed |= {(key, e) for e in new}
+        followed.setdefault(key, set()).update(new)
         for r in dist.requires or []:
             sub = Requirement(r)
             if sub.marker is None or any(sub.marker.evaluate({"extra": e}) for e in new):

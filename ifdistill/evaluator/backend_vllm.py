@@ -88,9 +88,7 @@ class VLLMBackend:
 
         self.model_dir = model_dir
         self.on_cpu = current_platform.is_cpu()
-        in_process = runtime.engine_in_process
-        if in_process is None:
-            in_process = self.on_cpu
+        in_process = self.on_cpu if runtime.engine_in_process is None else runtime.engine_in_process
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0" if in_process else "1"  # read when the engine starts
         self.max_lora_rank = lora_rank_slot(lora_rank) if lora_rank else None
         kwargs = dict(model=model_dir, tokenizer=tokenizer_dir, dtype=dtype, max_model_len=max_model_len,

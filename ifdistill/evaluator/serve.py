@@ -31,7 +31,8 @@ the oldest, runs it and writes ``replies/<id>.json`` (``{"id", "status": ok | in
 "exit_code", "error"}``: 0, 2 like ``ifdistill-eval``'s input errors, 1 for anything else, after
 which the server exits -- its engine's state is unknown). ``heartbeat`` is touched every second by a
 thread of the server, which also watches the running engine's processes (an engine in processes of its
-own: GPU's default, ``eval.runtime.engine_in_process``): when one dies (vLLM's engine core killed, OOM), a request waiting on it would never return, so the thread writes ``engine_dead``
+own: GPU's default, ``eval.runtime.engine_in_process``): when one dies (vLLM's engine core killed, OOM),
+a request waiting on it would never return, so the thread writes ``engine_dead``
 (the dead pids) and stops beating; ``ready`` is touched whenever an engine has finished starting (so a client can
 time a request's evaluation apart from the engine's start-up); ``stop`` asks it to finish the current
 request and exit. The client

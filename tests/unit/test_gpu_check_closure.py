@@ -14,24 +14,25 @@ from packaging.requirements import Requirement
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _gpu_check():
+def _load_gpu_check():
     spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
+kit = _load_gpu_check()
+
+
 def _names(pins: list[str]) -> set[str]:
-    kit = _gpu_check()
     return {kit.normalize(kit._name(p)) for p in pins}
 
 
 def test_an_extra_asked_by_a_parent_brings_its_requirements():
-    kit = _gpu_check()
     # typepy's own metadata: what only its "datetime" extra requires
-    only_datetime = {kit.normalize(Requirement(r).name) for r in distribution("typepy").requires
-                     if Requirement(r).marker is not None and Requirement(r).marker.evaluate({"extra": "datetime"})
-                     and not Requirement(r).marker.evaluate({"extra": ""})}
+    reqs = [Requirement(r) for r in distribution("typepy").requires]
+    only_datetime = {kit.normalize(r.name) for r in reqs if r.marker is not None
+                     and r.marker.evaluate({"extra": "datetime"}) and not r.marker.evaluate({"extra": ""})}
     assert "pytz" in only_datetime
     plain, with_extra = _names(kit.closure(["typepy"])), _names(kit.closure(["typepy[datetime]"]))
     assert "pytz" not in plain and only_datetime <= with_extra
