@@ -8,6 +8,11 @@ short and a W&B panel grouped by name reads like the sweep's table. The run id s
 ``<name>-<config_hash[:12]>`` (:mod:`ifdistill.train.rundir`), so names never need to be unique by
 themselves and a requeued job finds its run again.
 
+A failed job of a sweep whose jobs share one process (the local launcher) prints its line naming the
+job and returns, so the sweep's other jobs run; :class:`SweepOutcome` (a Hydra callback,
+``conf/hydra/default.yaml``) ends the sweep with a line counting the failed jobs and a non-zero exit. On
+a launcher with a process per job (SLURM's) the job's process exits with its code, as a single run does.
+
 The guard: Hydra multirun with more than one device per job on the local (basic) launcher would let
 Lightning start the other ranks by re-running the command line -- and each of them re-runs the *whole
 sweep* (../shared/notes/slurm-localhost.md). Multi-device sweeps go through ``hydra/launcher=slurm``
@@ -123,3 +128,64 @@ def _device_count(devices: Any) -> int:
     import torch  # "auto" / -1: every visible GPU, one CPU process
 
     return max(1, torch.cuda.device_count())
+
+
+def jobs_share_process() -> bool:
+    """True in a multirun whose launcher runs the jobs one after another in this process (the local,
+    basic launcher); False for a single run and for a launcher with a process per job (submitit)."""
+    from hydra.types import RunMode
+
+    hydra = _hydra()
+    return hydra is not None and hydra.mode == RunMode.MULTIRUN and "submitit" not in str(hydra.launcher.get("_target_", ""))
+
+
+def job_label() -> str | None:
+    """``job 2 (data.ratio=0.5 method=distill seed=1)``: a sweep job's number and the overrides of the
+    keys the sweep varies (every override when the preset sweeps none); ``None`` outside a multirun."""
+    from hydra.types import RunMode
+
+    hydra = _hydra()
+    if hydra is None or hydra.mode != RunMode.MULTIRUN:
+        return None
+    overrides = [str(o) for o in hydra.overrides.task]
+    keys = set(swept_keys(hydra))
+    chosen = [o for o in overrides if o.partition("=")[0].lstrip("+~") in keys] or overrides
+    return f"job {hydra.job.num} ({' '.join(chosen)})"
+
+
+_FAILED_JOBS: list[tuple[str, int]] = []  # (job label, exit code) of this process's failed sweep jobs
+
+
+def record_failed_job(label: str, exit_code: int) -> None:
+    _FAILED_JOBS.append((label, int(exit_code)))
+
+
+try:
+    from hydra.experimental.callback import Callback as _HydraCallback
+except ImportError:  # pragma: no cover - Hydra is a dependency; the import keeps this module light otherwise
+    _HydraCallback = object  # type: ignore[assignment,misc]
+
+
+class SweepOutcome(_HydraCallback):
+    """Ends a multirun whose jobs shared this process: a line counting the jobs that failed (each printed
+    its own line when it failed) and the exit code of the first failure (2: an input or setting to fix,
+    3: a divergence); nothing when every job succeeded."""
+
+    def __init__(self) -> None:
+        self.jobs = 0
+
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        _FAILED_JOBS.clear()
+        self.jobs = 0
+
+    def on_job_end(self, config: Any, job_return: Any, **kwargs: Any) -> None:
+        self.jobs += 1
+
+    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        if not _FAILED_JOBS:
+            return
+        import sys
+
+        print(f"ifdistill-train: {len(_FAILED_JOBS)} of {self.jobs} sweep jobs failed: "
+              f"{'; '.join(label for label, _ in _FAILED_JOBS)}", file=sys.stderr, flush=True)
+        raise SystemExit(_FAILED_JOBS[0][1])

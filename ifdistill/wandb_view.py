@@ -23,7 +23,6 @@ contacts W&B.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import os
@@ -33,6 +32,7 @@ from typing import Any, Optional, Sequence
 
 from omegaconf import DictConfig
 
+from ifdistill.cli_args import ArgumentParser
 from ifdistill.evaluator.output import METRICS
 from ifdistill.sweeps import run_config_key, swept_keys
 
@@ -77,10 +77,23 @@ def instruction_ids(benchmark: str) -> list[str]:
 
 
 def val_names(cfg: DictConfig) -> list[str]:
-    """The held-out sets a run validates on (``val/<name>/*``), as its data module names them."""
-    from ifdistill.train.run import build_datamodule, resolve_data
+    """The held-out sets a run validates on (``val/<name>/*``), as its data module names them (built once
+    per distinct data, method and model sections: the jobs of a sweep mostly share them)."""
+    from ifdistill.train.run import _container
 
-    return list(build_datamodule(cfg, None, resolve_data(cfg)).val_names)
+    key = json.dumps([_container(cfg.get(k)) for k in ("data", "method", "model")], sort_keys=True, default=str)
+    return list(_val_names(key, cfg))
+
+
+_VAL_NAMES: dict[str, tuple[str, ...]] = {}
+
+
+def _val_names(key: str, cfg: DictConfig) -> tuple[str, ...]:
+    if key not in _VAL_NAMES:
+        from ifdistill.train.run import build_datamodule, resolve_data
+
+        _VAL_NAMES[key] = tuple(build_datamodule(cfg, None, resolve_data(cfg)).val_names)
+    return _VAL_NAMES[key]
 
 
 def _line(title: str, x: str, y: Sequence[str]) -> dict:
@@ -182,18 +195,82 @@ def sweep_group(cfg: DictConfig, overrides: Sequence[str]) -> str:
     """The W&B group the sweep's runs share: the preset's ``run.group`` for the sweep directory given as
     ``hydra.sweep.dir=<dir>`` (without it Hydra's default names a new, time-stamped directory)."""
     if not any(str(o).startswith("hydra.sweep.dir=") for o in overrides) or not cfg.run.get("group"):
-        raise SystemExit("ifdistill-wandb-view: name the sweep by --group <W&B group> or by hydra.sweep.dir=<sweep dir> "
-                         "with a preset that sets run.group")
+        raise ViewError("name the sweep by --group <W&B group>, by its directory, or by hydra.sweep.dir=<sweep dir> "
+                        "with a preset that sets run.group")
     return str(cfg.run.group)
 
 
+class ViewError(ValueError):
+    """A view that cannot be made from the arguments given: one line, exit 2."""
+
+
+def configs(overrides: Sequence[str]) -> tuple[list[DictConfig], bool]:
+    """The configs the view describes and whether they were read from disk: the jobs of the sweep (or
+    the job or run) a path names, or of the sweep directory ``hydra.sweep.dir=<dir>`` names when it
+    holds jobs -- what ran, not what a new composition would give -- else the config the overrides
+    compose (a view made before its sweep starts)."""
+    from ifdistill.sweep_configs import job_dirs, looks_like_path, read_configs
+
+    paths = [o for o in overrides if looks_like_path(o)]
+    if paths:
+        rest = [o for o in overrides if o not in paths]
+        if rest:
+            raise ViewError(f"a path ({paths[0]}) names runs that exist: drop the overrides {' '.join(rest)}")
+        return [cfg for p in paths for cfg in read_configs(p)], True
+    sweep_dir = next((o.split("=", 1)[1] for o in overrides if str(o).startswith("hydra.sweep.dir=")), None)
+    if sweep_dir and Path(sweep_dir).is_dir() and job_dirs(Path(sweep_dir)):
+        return read_configs(sweep_dir), True
+    try:
+        return [compose(overrides)], False
+    except Exception as err:  # noqa: BLE001 - Hydra's override parser and config errors
+        raise ViewError(" ".join(str(err).split())[:400]) from None
+
+
+def merge_specs(specs: Sequence[dict]) -> dict:
+    """One view of several runs' specs: every section and panel any of them has (panels matched by type
+    and title, their keys united in order), the grouping keys and benchmarks of all."""
+    out = {**specs[0], "sections": [], "groupby": [], "benchmarks": []}
+    sections: dict[str, dict[tuple[str, str], dict]] = {}
+    for spec in specs:
+        out["groupby"] += [k for k in spec["groupby"] if k not in out["groupby"]]
+        out["benchmarks"] += [b for b in spec["benchmarks"] if b not in out["benchmarks"]]
+        for section in spec["sections"]:
+            panels = sections.setdefault(section["name"], {})
+            for p in section["panels"]:
+                have = panels.setdefault((p["type"], p["title"]), json.loads(json.dumps(p)))
+                for field in ("y", "metrics"):  # a line's and a bar's key lists (a scatter's y is one key)
+                    if isinstance(p.get(field), list):
+                        have[field] += [k for k in p[field] if k not in have[field]]
+    out["sections"] = [{"name": name, "panels": list(panels.values())} for name, panels in sections.items()]
+    return out
+
+
+def build_view(overrides: Sequence[str], *, group: Optional[str] = None, **kwargs: Any) -> dict:
+    """The view spec for the command line's sweep (see :func:`configs`)."""
+    from ifdistill.sweep_configs import activate, select
+
+    cfgs, on_disk = configs(overrides)
+    if group is None:
+        group = select(cfgs[0], "run.group") if on_disk else sweep_group(cfgs[0], overrides)
+        if not group:
+            raise ViewError("the runs name no W&B group (run.group): pass --group <W&B group>")
+    specs = []
+    for cfg in cfgs:
+        activate(cfg)
+        specs.append(view_spec(cfg, group=str(group), **kwargs))
+    return merge_specs(specs)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="ifdistill-wandb-view", description="Save (or with --dry-run print) the W&B workspace view of a sweep.",
-        epilog="example: ifdistill-wandb-view experiment=ifeval_replay_sweep hydra.sweep.dir=outputs/train/multiruns/<time> --dry-run")
-    p.add_argument("overrides", nargs="*", help="ifdistill-train overrides naming the sweep (experiment=...)")
+        epilog="examples: ifdistill-wandb-view outputs/train/multiruns/<time> --dry-run; "
+               "ifdistill-wandb-view experiment=ifeval_replay_sweep hydra.sweep.dir=outputs/train/multiruns/<time> --dry-run")
+    p.add_argument("overrides", nargs="*",
+                   help="a sweep, job or run directory; or ifdistill-train overrides naming the sweep (experiment=..., "
+                        "hydra.sweep.dir=<dir>: read from the sweep's own job configs when it exists)")
     p.add_argument("--group", default=None,
-                   help="the sweep's W&B group (default: the preset's run.group for a hydra.sweep.dir=<dir> override)")
+                   help="the sweep's W&B group (default: the runs' run.group)")
     p.add_argument("--entity", default=os.environ.get("WANDB_ENTITY"), help="W&B entity (default: $WANDB_ENTITY)")
     p.add_argument("--project", default=None, help="W&B project (default: logger.project, else ifdistill)")
     p.add_argument("--name", default=None, help="the view's name (default: '<group> (ifdistill)')")
@@ -201,16 +278,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="benchmark prefix to show (repeatable; default: what the config evaluates)")
     p.add_argument("--dry-run", action="store_true", help="print the specification as JSON; no W&B contact")
     args = p.parse_args(argv)
-    cfg = compose(args.overrides)
-    spec = view_spec(cfg, group=args.group or sweep_group(cfg, args.overrides), entity=args.entity,
-                     project=args.project, name=args.name, bench=args.benchmark)
+    from ifdistill.sweep_configs import SweepConfigError
+
+    try:
+        spec = build_view(args.overrides, group=args.group, entity=args.entity, project=args.project,
+                          name=args.name, bench=args.benchmark)
+    except (ViewError, SweepConfigError) as err:
+        print(f"ifdistill-wandb-view: error: {err}", file=sys.stderr)
+        return 2
     workspace = to_workspace(spec)  # validates the spec offline, also on --dry-run
     if args.dry_run:
         json.dump(spec, sys.stdout, indent=2)
         print()
         return 0
     if not args.entity:
-        p.error("--entity (or $WANDB_ENTITY) is needed to save the view")
+        print("ifdistill-wandb-view: error: --entity (or $WANDB_ENTITY) is needed to save the view", file=sys.stderr)
+        return 2
     workspace.save()
     print(workspace.url)
     return 0

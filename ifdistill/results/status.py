@@ -5,6 +5,8 @@ directory (a sweep's ``<n>_<overrides>/``) holds ``run_dir.txt`` pointing at the
 directories are named by config hash, not by Hydra. State:
 
 - ``finished``  the last launch recorded its end (``finished`` in ``run.json``);
+- ``failed``    the last launch stopped on an error before or during training (``failure`` in
+  ``run.json``: the cause, listed below the table);
 - ``diverged``  the last launch stopped on a non-finite loss, gradient or weight (``diverged`` in
   ``run.json``: step and quantity; :mod:`ifdistill.train.divergence`);
 - ``running``   the last launch's process is alive on this host;
@@ -107,6 +109,7 @@ def run_status(run: Path) -> dict[str, Any]:
         "last_step": step if step is not None else last_checkpoint_step(run),
         **_latest(run_metrics.results_of(metrics)),
         "benchmarks": {name: _latest(run_metrics.results_of(metrics, name)) for name in metrics.get("evals") or {}},
+        "failure": launch.get("failure") if state == "failed" else None,  # the cause run.json records
         "failures": [f for f in history if not f["resolved"]],
         "resolved_failures": sum(f["resolved"] for f in history),
     }
@@ -161,6 +164,10 @@ def format_table(rows: list[dict]) -> str:
         for run_id, name, b in tasks:
             at = b["eval_step"] if b["eval_step"] is not None else "-"
             lines.append(f"| {run_id} | {name} | {b['evaluated']} | {at} | {_task_scores(b['eval'])} |")
+    failed = [r for r in rows if r.get("failure")]
+    if failed:
+        lines += ["", "failed launches (fix the cause, then re-run the same command):"]
+        lines += [f"- {r['run_id']}: {r['failure']}" for r in failed]
     open_failures = [(r["run_id"], f) for r in rows for f in r["failures"]]
     if open_failures:
         lines += ["", "open evaluation failures (`ifdistill-eval backfill run_dir=...` retries them):"]

@@ -26,6 +26,7 @@ import hydra
 from omegaconf import DictConfig
 
 import ifdistill.conf
+from ifdistill.sweeps import jobs_share_process
 
 CONFIG_DIR = str(Path(ifdistill.conf.__file__).resolve().parent)
 
@@ -59,22 +60,31 @@ def main(cfg: DictConfig) -> None:
     try:
         _main(cfg)
     except diverged() as err:  # recorded in the run directory already; one line on rank 0, exit 3
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
         from lightning.fabric.utilities.rank_zero import _get_rank
 
         from ifdistill.train.divergence import EXIT_DIVERGED
 
         if int(_get_rank() or 0) == 0:
-            print(f"ifdistill-train: {err}", file=sys.stderr, flush=True)
-        if HydraConfig.get().mode == RunMode.MULTIRUN:
-            raise  # the local launcher records the job as failed and runs the sweep's other jobs first
-        sys.exit(EXIT_DIVERGED)
+            _fail(f"{err}", EXIT_DIVERGED)
+        if not jobs_share_process():
+            sys.exit(EXIT_DIVERGED)
     except user_errors() as err:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
-        print(f"ifdistill-train: error: {' '.join(str(err).split())}", file=sys.stderr, flush=True)
-        sys.exit(2)
+        _fail(f"error: {' '.join(str(err).split())}", 2)
+        if not jobs_share_process():
+            sys.exit(2)
+
+
+def _fail(message: str, exit_code: int) -> None:
+    """Print a failed job's one line (naming the job in a sweep) and, where the sweep's jobs share this
+    process, record it for the sweep's closing line (:class:`ifdistill.sweeps.SweepOutcome`)."""
+    from ifdistill.sweeps import job_label, record_failed_job
+
+    label = job_label()
+    print(f"ifdistill-train: {label + ': ' if label else ''}{message}", file=sys.stderr, flush=True)
+    if jobs_share_process():  # the job returns and the sweep's next job runs
+        record_failed_job(label or "job", exit_code)
 
 
 def _main(cfg: DictConfig) -> None:

@@ -41,6 +41,7 @@ from ifdistill.train import schemas  # noqa: F401  (registers the schemas prefli
 from ifdistill.config import ConfigError
 from ifdistill.data.records import DataError
 from ifdistill.rundir import HASH_IGNORE, RunDir, RunDirError, RunInfo, config_hash, hashed_config, run_id
+from ifdistill.train.loggers import build_loggers, close_loggers  # noqa: F401  (build_loggers: back-fill's too)
 from ifdistill.train.run_lock import RunLock
 
 log = logging.getLogger(__name__)
@@ -110,21 +111,6 @@ def check_run_dir(cfg: DictConfig) -> None:
         raise RunDirError(f"run {rid} already exists at {rd.root} and run.resume=never")
     if resume == "required" and ckpt is None:
         raise RunDirError(f"run.resume=required but {rd.checkpoints} holds no complete checkpoint")
-
-
-def build_loggers(cfg: DictConfig, rd: RunDir, rid: str) -> list:
-    """The `logger` group for run `rid` (W&B resumes the run of that id); also used by back-fill."""
-    from hydra.utils import instantiate
-
-    node = cfg.get("logger")
-    if not node or not node.get("_target_"):
-        return []
-    kwargs: dict[str, Any] = {"save_dir": str(rd.logs)}
-    if str(node["_target_"]).endswith("WandbLogger"):
-        kwargs.update(id=rid, name=rid, resume="allow")
-        if cfg.run.get("group"):
-            kwargs["group"] = str(cfg.run.group)
-    return [instantiate(node, **kwargs)]
 
 
 def _callbacks(cfg: DictConfig, run: RunInfo, *, progress_bar: bool, started_elsewhere: bool = False) -> list:
@@ -203,6 +189,32 @@ def start_checkpoint(origin: Path, digest: str) -> Path:
     return ckpt
 
 
+def failure_line(err: BaseException) -> str:
+    """One line for a launch's failure: the message of an error that is the user's to fix (it names the
+    setting, file or row), else the error's type and message."""
+    text = " ".join(str(err).split())
+    return text if isinstance(err, (ConfigError, DataError)) else f"{type(err).__name__}: {text}"
+
+
+def build_trainer(cfg: DictConfig, overrides: dict[str, Any]):
+    """The ``trainer`` group with this run's callbacks, loggers and translations. Lightning refuses a
+    trainer this machine cannot run (``trainer.accelerator=gpu`` without a GPU, an unknown strategy) with
+    a ``MisconfigurationException``; that is the user's to fix, so it is a :class:`ConfigError` naming
+    the trainer settings."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+    try:
+        return instantiate(cfg.trainer, **overrides)
+    except InstantiationException as err:  # Hydra wraps what the Trainer raised
+        if not isinstance(err.__cause__, MisconfigurationException):
+            raise
+        settings = ", ".join(f"trainer.{k}={cfg.trainer.get(k)}" for k in ("accelerator", "devices", "strategy")
+                             if cfg.trainer.get(k) is not None)
+        raise ConfigError(f"{settings}: this machine cannot run it: {err.__cause__}") from None
+
+
 def train(cfg: DictConfig, *, checked: bool = False) -> dict[str, Any]:
     """Train as configured; returns run id, hash, run dir, final step and the last logged metrics.
 
@@ -232,9 +244,9 @@ def train(cfg: DictConfig, *, checked: bool = False) -> dict[str, Any]:
         lock.acquire()
     try:
         return _train_locked(cfg, rd, rid, digest, lock)
-    except (ConfigError, DataError) as err:  # an input found bad after the launch was recorded
-        if lock is not None:
-            rd.mark_failed(" ".join(str(err).split()))
+    except Exception as err:  # recorded as the launch's failure (ifdistill-status shows the cause), then raised
+        if lock is not None and type(err).__name__ != "TrainingDiverged":  # a divergence is recorded as such
+            rd.mark_failed(failure_line(err))
         raise
     finally:
         if lock is not None:
@@ -243,7 +255,6 @@ def train(cfg: DictConfig, *, checked: bool = False) -> dict[str, Any]:
 
 def _train_locked(cfg: DictConfig, rd: RunDir, rid: str, digest: str, lock: Optional[RunLock]) -> dict[str, Any]:
     import lightning.pytorch as pl
-    from hydra.utils import instantiate
 
     from ifdistill.train.checkpointing import find_resume_checkpoint
     from ifdistill.train.divergence import TrainingDiverged, record_divergence
@@ -273,10 +284,7 @@ def _train_locked(cfg: DictConfig, rd: RunDir, rid: str, digest: str, lock: Opti
                   base_model=resolve_model_path(str(cfg.model.name_or_path)))
 
     accumulate = int(cfg.trainer.get("accumulate_grad_batches", 1))
-    loggers = build_loggers(cfg, rd, rid)
-    for lg in loggers:  # the config that defines the run, with its identity, in every logger (W&B config)
-        lg.log_hyperparams({"run_id": rid, "config_hash": digest, **hashed_config(cfg, hash_ignore(cfg)),
-                            **swept_values(cfg)})  # sweep/<key>: what ifdistill.wandb_view groups by
+    loggers = build_loggers(cfg, rd, rid)  # W&B's run is created by the first log, after the trainer exists
     bar = want_progress_bar(cfg.trainer.get("enable_progress_bar", "auto"))
     overrides: dict[str, Any] = dict(callbacks=_callbacks(cfg, run, progress_bar=bar, started_elsewhere=elsewhere),
                                      logger=loggers or False,
@@ -289,22 +297,28 @@ def _train_locked(cfg: DictConfig, rd: RunDir, rid: str, digest: str, lock: Opti
                          check_val_every_n_epoch=None)
     else:
         overrides["limit_val_batches"] = 0
-    trainer = instantiate(cfg.trainer, **overrides)
-    preempted = None
+    failed, preempted = True, None
     try:
+        trainer = build_trainer(cfg, overrides)
+        for lg in loggers:  # the config that defines the run, with its identity, in every logger (W&B config)
+            lg.log_hyperparams({"run_id": rid, "config_hash": digest, **hashed_config(cfg, hash_ignore(cfg)),
+                                **swept_values(cfg)})  # sweep/<key>: what ifdistill.wandb_view groups by
         trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt) if ckpt else None)
+        failed = False
     except TrainingDiverged as stop:  # recorded, then ifdistill-train prints its line and exits 3
         if trainer.is_global_zero:
             record_divergence(rd, stop, loggers)
         raise
     except TrainingPreempted as stop:  # a requeue signal: the step is checkpointed (ifdistill.train.preemption)
-        preempted = stop
+        preempted, failed = stop, False  # its W&B run continues after the requeue
         if trainer.is_global_zero:
             rd.mark_stopped(stop.step, str(stop))
         log.warning("run %s %s; handing it back for a requeue", rid, stop)
         requeue = next(c for c in trainer.callbacks if isinstance(c, RequeueOnSignal))
         done = requeue.requeue(stop, global_rank=trainer.global_rank, loggers=loggers)  # submitit: exits here
         log.warning("run %s: %s", rid, done)
+    finally:  # this launch's W&B run ends with it: the next job of a sweep opens its own
+        close_loggers(loggers, failed=failed)
     if trainer.is_global_zero and not trainer.interrupted and preempted is None:
         rd.mark_finished(trainer.global_step)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}

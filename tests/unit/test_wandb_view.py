@@ -132,8 +132,9 @@ def test_dry_run_prints_the_spec(capsys, spec):
 def test_the_group_comes_from_the_sweep_dir_through_the_preset_or_is_refused(capsys):
     assert main([*PRESET, "hydra.sweep.dir=outputs/train/multiruns/2026-11-23_05-00-00", "--dry-run"]) == 0
     assert json.loads(capsys.readouterr().out)["group"] == GROUP
-    with pytest.raises(SystemExit, match="--group"):
-        main([*PRESET, "--dry-run"])
+    assert main([*PRESET, "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--group" in err and len(err.splitlines()) == 1, err
 
 
 _NO_NET = """
@@ -171,3 +172,23 @@ def test_swept_keys_with_one_short_name_are_refused():
                                       "runtime": {"choices": {}}}, "optim": {"lr": 1}, "teacher": {"lr": 3}})
     with pytest.raises(ValueError, match="share the name 'sweep/lr'"):
         swept_values(cfg)
+
+
+def test_a_sweep_of_several_configs_shows_every_panel_key_of_each_once():
+    """Jobs of one sweep whose data differ (a replay source in some): the view unites their held-out sets
+    and grouping keys, keeps each panel once and each key once within it."""
+    from ifdistill.wandb_view import merge_specs
+
+    def spec(vals, groupby):
+        return {"group": "g", "groupby": groupby, "benchmarks": ["ifeval"], "sections": [
+            {"name": "training", "panels": [{"type": "line", "title": "held-out ce", "x": "trainer/global_step",
+                                              "y": [f"val/{v}/ce" for v in vals]}]},
+            {"name": "teacher-forced vs IFEval", "panels": [
+                {"type": "scatter", "title": f"val/{vals[0]}/acc vs ifeval", "x": f"val/{vals[0]}/acc", "y": "ifeval/x"}]}]}
+
+    merged = merge_specs([spec(["a"], ["sweep/ratio"]), spec(["a", "b"], ["sweep/ratio", "sweep/method"])])
+    assert merged["groupby"] == ["sweep/ratio", "sweep/method"]
+    (training,) = [s for s in merged["sections"] if s["name"] == "training"]
+    assert [p["y"] for p in training["panels"]] == [["val/a/ce", "val/b/ce"]]
+    (scatter,) = [s for s in merged["sections"] if s["name"] == "teacher-forced vs IFEval"]
+    assert [p["x"] for p in scatter["panels"]] == ["val/a/acc"]  # the same panel in both jobs: once
