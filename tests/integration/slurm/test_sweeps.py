@@ -156,8 +156,9 @@ def test_slurm_sweep_with_a_failing_job_fails_clearly(slurm, tmp_path):
     code = _finish(proc, out, 300)
     log = (out / "cli.log").read_text(errors="replace")
     assert code != 0, log[-3000:]
-    # the failed job's own one-line preflight error (the value that is wrong), relayed by submitit
-    assert "ifdistill-train: error: data.ratio=1.5 must be a number in [0, 1)" in log, log[-3000:]
+    # the failed job's own one-line preflight error (the job and the value that is wrong), relayed by submitit
+    assert ("ifdistill-train: job 1 (data.ratio=1.5 method=sft seed=1): error: "
+            "data.ratio=1.5 must be a number in [0, 1)") in log, log[-3000:]
     assert "Traceback" not in log.split("Error stream produced:")[-1], log[-3000:]
 
 
