@@ -34,8 +34,8 @@ def test_k_equal_v_cached_objective_equals_online(icl_items, tiny_tokenizer, tmp
     cached.lm.load_state_dict(online.lm.state_dict())
     assert cached.teacher_cache.namespace.k == v
     stats = ensure_teacher_cache(cached, icl_items)
-    assert stats["computed_views"] == len(icl_items) and stats["topk_mass"] == pytest.approx(1.0, abs=1e-6)
-    assert ensure_teacher_cache(cached, icl_items)["computed_views"] == 0  # a second run finds it
+    assert stats.computed == len(icl_items) and stats.to_dict()["topk_mass"] == pytest.approx(1.0, abs=1e-6)
+    assert ensure_teacher_cache(cached, icl_items).computed == 0  # a second run finds it
 
     batch = IclCollator(tiny_tokenizer.pad_token_id)(icl_items)
     lo, so = online.objective(batch)
