@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import time
 from collections.abc import Mapping
 from typing import Any, Optional
 
@@ -81,6 +82,7 @@ class ICLDistillModule(SFTModule):
                  **kwargs: Any):
         from ifdistill.train.teacher_pass_runner import TEACHER_SOURCES, cache_refusal
 
+        built = time.perf_counter()  # the run's time, for the pass's share of it, counts the model's loading
         if kl not in DIVERGENCES:
             raise ValueError(f"method.kl must be one of {DIVERGENCES}, got {kl!r}")
         if teacher not in TEACHERS:
@@ -116,7 +118,7 @@ class ICLDistillModule(SFTModule):
             from ifdistill.train.teacher_cache import TeacherCache
             from ifdistill.train.teacher_pass_runner import RunPassReport, teacher_namespace
 
-            self.teacher_pass = RunPassReport()
+            self.teacher_pass = RunPassReport(started=built)
 
             lm = self._frozen[0] if self._frozen else self.lm
             head = lm.output_head()

@@ -157,13 +157,14 @@ def teacher_pass_only(node: Mapping[str, Any], dm, module, *, gpu: bool) -> dict
 class RunPassReport:
     """A training run's teacher pass: the first pass (what the run reads from its current step to its
     last), the views training read past it (computed on demand), and the pass's share of the run's time
-    (from the module's construction: model loading, data, the pass and the steps)."""
+    (from ``started``, the module's construction: model loading, data, the pass and the steps).
+    ``on_demand`` counts views the first pass had not covered: they add to ``views``."""
 
-    def __init__(self):
+    def __init__(self, started: Optional[float] = None):
         from ifdistill.train.teacher_pass import PassStats
 
         self.first, self.on_demand = PassStats(), PassStats()
-        self.t0 = time.perf_counter()
+        self.t0 = time.perf_counter() if started is None else started
 
     def to_dict(self) -> dict[str, float]:
         total = dataclasses.replace(self.first).add(self.on_demand)
