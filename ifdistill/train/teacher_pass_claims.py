@@ -76,6 +76,7 @@ class ClaimBoard:
         self._held: dict[str, Path] = {}
         self._owners_seen: dict[str, str] = {}  # claim file name -> owner (a claim's content never changes)
         self._watch: dict[str, tuple[Any, float]] = {}  # owner (or claim) -> (beat seen, when first seen)
+        self._beats: dict[str, Any] = {}  # owner -> beat, read once per scan (thousands of claims, few owners)
         self._beat = 0
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -112,7 +113,8 @@ class ClaimBoard:
 
     # -- every job's claims ------------------------------------------------------------------------
     def scan(self) -> dict[str, Claim]:
-        """The current claim of every claimed view."""
+        """The current claim of every claimed view (the owners' beats are read again after each scan)."""
+        self._beats.clear()
         top: dict[str, int] = {}
         for name in os.listdir(self.claims):
             key, _, gen = name.rpartition(".")
@@ -132,10 +134,12 @@ class ClaimBoard:
         return owner
 
     def _beat_of(self, owner: str) -> Any:
-        try:
-            return json.loads((self.owners / f"{owner}.json").read_text()).get("beat")
-        except (OSError, ValueError):  # gone, or not visible yet: a value like any other, timed the same
-            return None
+        if owner not in self._beats:
+            try:
+                self._beats[owner] = json.loads((self.owners / f"{owner}.json").read_text()).get("beat")
+            except (OSError, ValueError):  # gone, or not visible yet: a value like any other, timed the same
+                self._beats[owner] = None
+        return self._beats[owner]
 
     def expired(self, claim: Claim) -> bool:
         """Whether ``claim``'s owner has shown no new beat for ``expiry_s`` of this job's clock."""

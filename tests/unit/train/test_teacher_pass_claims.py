@@ -113,14 +113,17 @@ def test_a_claim_expires_only_after_its_owner_stops_beating(tmp_path):
         assert owner.claim([key], watcher.scan()) == [key]
         claim = watcher.scan()[key]
         assert claim.owner == owner.owner and claim.generation == 0
-        assert not watcher.expired(claim)  # first seen: the clock starts
+
+        def expired():  # as a waiting job looks: a scan (the beats read anew), then the claim's state
+            return watcher.expired(watcher.scan()[key])
+        assert not expired()  # first seen: the clock starts
         now[0] = 9.9
-        assert not watcher.expired(claim)
+        assert not expired()
         owner._write_beat()
         now[0] = 15.0
-        assert not watcher.expired(claim)  # a new beat restarts the clock
+        assert not expired()  # a new beat restarts the clock
         now[0] = 25.0
-        assert watcher.expired(claim)
+        assert expired()
         # two jobs see it expire together: exactly one wins the takeover
         other = ClaimBoard(tmp_path, expiry_s=10.0)
         current = watcher.scan()
