@@ -253,7 +253,8 @@ class TeacherCache:
             raise _one_line(shard, f"teacher-cache shard holds {arrays['ids'].shape} ids, expected "
                                    f"({meta['tokens']}, {self.namespace.k})")
         self._loaded[entry] = arrays
-        while len(self._loaded) > 1 and sum(a.nbytes for v in self._loaded.values() for a in v.values()) > _LOADED_BYTES:
+        while len(self._loaded) > 1 and sum(a.nbytes for v in self._loaded.values()
+                                            for a in v.values()) > _LOADED_BYTES:
             self._loaded.popitem(last=False)
         return arrays
 
@@ -262,7 +263,8 @@ class TeacherCache:
         entry, start, end = self._entries[key]
         self._arrays(entry)
         if end - start != positions:
-            raise _one_line(entry, f"teacher view {key[:16]}... holds {end - start} positions, its view has {positions}")
+            raise _one_line(entry, f"teacher view {key[:16]}... holds {end - start} positions, its view has "
+                                   f"{positions}")
 
     def get(self, key: str) -> CachedTargets:
         """The cached teacher of one view (CPU tensors); ``KeyError`` naming the key when absent."""

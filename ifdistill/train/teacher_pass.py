@@ -31,7 +31,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ifdistill.train.teacher_cache import TeacherCache, TeacherCacheError, view_key
+from ifdistill.train.teacher_cache import TeacherCache, view_key
 from ifdistill.train.teacher_pass_claims import ClaimBoard
 
 log = logging.getLogger(__name__)

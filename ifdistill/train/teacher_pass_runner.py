@@ -182,7 +182,8 @@ def _job_totals(trainer, module, stats: PassStats, *, same_views: bool) -> PassS
         return stats
     import torch
 
-    names = ("computed", "taken_over", "tokens", "bytes", "mass") + (() if same_views else ("views", "cached_before", "waited"))
+    names = ("computed", "taken_over", "tokens", "bytes", "mass")
+    names += () if same_views else ("views", "cached_before", "waited")
     mine = torch.tensor([float(getattr(stats, n)) for n in names], dtype=torch.float64, device=module.device)
     summed = trainer.strategy.reduce(mine, reduce_op="sum").tolist()
     out = dataclasses.replace(stats, **{n: type(getattr(stats, n))(v) for n, v in zip(names, summed)})

@@ -156,8 +156,8 @@ def test_a_run_computes_what_it_reads_and_a_resumed_run_what_it_reads_next(tmp_p
     data = ["data=synthetic", "+data.sources.0.max_examples=24"]
 
     def cfg(out, steps, *extra):
-        return _cfg([*_overrides(out, cache, 0.0, 1, data=data, steps=steps, micro_batch=1), "run.checkpoint_every_n_steps=20",
-                     *extra], out)
+        runs = _overrides(out, cache, 0.0, 1, data=data, steps=steps, micro_batch=1)
+        return _cfg([*runs, "run.checkpoint_every_n_steps=20", *extra], out)
 
     first = train(cfg(first_out, 20))["teacher_pass"]
     read_first = _reads(first_out)
