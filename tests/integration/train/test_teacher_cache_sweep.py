@@ -114,6 +114,9 @@ def _together(root: Path, cache: Path, runs) -> list[dict]:
         proc.start()
     for proc in procs:
         proc.join(timeout=600)
+        if proc.is_alive():  # hung: end it, then fail
+            proc.kill()
+            proc.join()
         assert proc.exitcode == 0, f"job {proc.pid} ended with {proc.exitcode}"
     return [json.loads((root / f"job{i}" / "summary.json").read_text()) for i in range(len(runs))]
 
