@@ -55,6 +55,7 @@ HASH_IGNORE = (
     "paths", "hydra", "logger", "callbacks", "eval", "run", "task_name",
     "trainer.enable_progress_bar", "trainer.enable_model_summary", "trainer.log_every_n_steps",
     "method.cache_dir",  # where the teacher cache lives, not what it holds (its content is addressed)
+    "method.cache_views_per_shard", "method.cache_claim_expiry_s",  # how jobs share the pass, not its numbers
 )
 RUN_JSON = "run.json"
 CONFIG_YAML = "config.yaml"
@@ -230,6 +231,10 @@ class RunDir:
     def mark_diverged(self, record: dict[str, Any]) -> None:
         """Record that the current launch stopped on a non-finite value (:mod:`ifdistill.train.divergence`)."""
         self._update_launch(diverged=record)
+
+    def record_launch(self, **fields: Any) -> None:
+        """Add ``fields`` to the current launch's entry (e.g. its teacher pass's counts); no run here: nothing."""
+        self._update_launch(**fields)
 
     def _update_launch(self, **fields: Any) -> None:
         meta = self.read_meta()

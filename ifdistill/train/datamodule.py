@@ -74,13 +74,23 @@ class StepBatchSampler(Sampler[list]):
     def __len__(self) -> int:
         return self.steps_per_epoch() * self.acc
 
+    def windows(self, start: int, stop: int) -> Iterator[list[int]]:
+        """The indices this rank reads at each optimizer step in ``[start, stop)``, one window per step
+        (what :meth:`__iter__` yields from step ``start``, across epochs)."""
+        per_epoch = self.steps_per_epoch()
+        step = start
+        while step < stop:
+            epoch, window = divmod(step, per_epoch)
+            self._seek(epoch, window * self.window)
+            indices = list(iter(self.sampler))
+            for w in range(min(per_epoch - window, stop - step)):
+                yield indices[w * self.window:(w + 1) * self.window]
+            step = (epoch + 1) * per_epoch
+
     def __iter__(self) -> Iterator[list[tuple[int, int]]]:
         per_epoch = self.steps_per_epoch()
-        epoch, window = divmod(int(self.steps_done()), per_epoch)
-        self._seek(epoch, window * self.window)
-        indices = list(iter(self.sampler))
-        for w in range(per_epoch - window):
-            chunk = indices[w * self.window:(w + 1) * self.window]
+        start = int(self.steps_done())
+        for chunk in self.windows(start, (start // per_epoch + 1) * per_epoch):
             total = sum(self.tokens_of(i) for i in chunk)
             for m in range(self.acc):
                 yield [(i, total) for i in chunk[m * self.mbs:(m + 1) * self.mbs]]
@@ -229,16 +239,34 @@ class TrainDataModule(pl.LightningDataModule):
         t = self.trainer
         return (t.world_size, t.global_rank) if t is not None else (1, 0)
 
-    def train_dataloader(self) -> DataLoader:
-        world, rank = self._world()
+    def _step_batches(self, rank: int, world: int) -> StepBatchSampler:
         ds = self.built.train
-        batches = StepBatchSampler(
+        return StepBatchSampler(
             ds.sampler(num_replicas=world, rank=rank), micro_batch_size=self.micro_batch_size,
             accumulate=self.trainer.accumulate_grad_batches if self.trainer is not None else 1, world_size=world,
             tokens_of=lambda i: supervised_tokens(ds[i]),
             steps_done=lambda: self.trainer.global_step if self.trainer is not None else 0)
-        return ResumableLoader(_Tagged(ds), batch_sampler=batches, collate_fn=self._collate(True),
-                               num_workers=self.num_workers)
+
+    def train_dataloader(self) -> DataLoader:
+        world, rank = self._world()
+        return ResumableLoader(_Tagged(self.built.train), batch_sampler=self._step_batches(rank, world),
+                               collate_fn=self._collate(True), num_workers=self.num_workers)
+
+    def read_order(self, start_step: int, stop_step: float) -> list[int]:
+        """The training indices that optimizer steps ``[start_step, stop_step)`` read on all ranks, each
+        once, in the order they are first read (what the teacher pass of a run covers first). An
+        unbounded ``stop_step`` (``inf``: no step limit) is every index."""
+        n = len(self.built.train)
+        if stop_step == float("inf"):
+            return list(range(n))
+        world, _ = self._world()
+        ranks = [self._step_batches(r, world).windows(int(start_step), int(stop_step)) for r in range(world)]
+        seen: dict[int, None] = {}
+        for step in zip(*ranks):
+            seen.update(dict.fromkeys(i for window in step for i in window))
+            if len(seen) == n:
+                break
+        return list(seen)
 
     def val_dataloader(self) -> list[DataLoader]:
         world, rank = self._world()

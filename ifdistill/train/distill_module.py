@@ -23,11 +23,13 @@ rows that read it (``teacher_prefix_rows``; the other rows' teacher reads the st
 
 Teacher source (``method.teacher_source``): ``online`` runs the teacher every step; ``cache`` reads its
 top-k log-probabilities and tail mass from the teacher cache (:mod:`ifdistill.train.teacher_cache`),
-filled at fit start by the teacher pass (:mod:`ifdistill.train.teacher_pass_runner`: only the views
-the cache lacks, split over the ranks), and optimises
+filled at train start by the teacher pass (:mod:`ifdistill.train.teacher_pass_runner`: the views of
+the examples the run reads up to its last step that the cache lacks, shared with the other ranks and
+with other jobs through claims), extended on demand when a step reads a view past it, and optimises
 :func:`~ifdistill.train.losses.cached_kd_with_stats` (forward KL on the top-k plus a tail bucket; equal
 to the online objective at ``cache_k >= V``). Logged then: ``teacher/acc`` and ``teacher/topk_mass``
-instead of the teacher's CE and entropy (the cache does not hold them), and the pass's counts at step 0.
+instead of the teacher's CE and entropy (the cache does not hold them), and the pass's counts at its
+first step (also in ``run.json``, with the pass's share of the run's time).
 
 The teacher always runs under ``no_grad`` and in eval mode (no dropout: the target must not be noisy),
 and only at the completion positions of the LM head. Frozen copies are kept out of the module tree
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import time
 from collections.abc import Mapping
 from typing import Any, Optional
 
@@ -75,9 +78,11 @@ class ICLDistillModule(SFTModule):
                  beta: float = 0.5, temperature: float = 1.0, teacher: str = "frozen_initial",
                  teacher_model: Optional[Mapping[str, Any]] = None, topk: Optional[int] = None,
                  teacher_source: str = "online", cache_dir: Optional[str] = None, cache_k: int = 64,
-                 cache_batch_size: int = 1, **kwargs: Any):
+                 cache_batch_size: int = 1, cache_views_per_shard: int = 64, cache_claim_expiry_s: float = 300.0,
+                 **kwargs: Any):
         from ifdistill.train.teacher_pass_runner import TEACHER_SOURCES, cache_refusal
 
+        built = time.perf_counter()  # the run's time, for the pass's share of it, counts the model's loading
         if kl not in DIVERGENCES:
             raise ValueError(f"method.kl must be one of {DIVERGENCES}, got {kl!r}")
         if teacher not in TEACHERS:
@@ -106,11 +111,14 @@ class ICLDistillModule(SFTModule):
         elif teacher == "frozen_initial" and not is_peft(self.model):
             self._frozen.append(self._freeze(copy.deepcopy(self.lm)))
         self.teacher_source, self.cache_batch_size = teacher_source, int(cache_batch_size)
+        self.cache_views_per_shard, self.cache_claim_expiry_s = int(cache_views_per_shard), float(cache_claim_expiry_s)
         self.teacher_cache = None
         self.teacher_pass_stats: Optional[dict[str, float]] = None
         if teacher_source == "cache":
             from ifdistill.train.teacher_cache import TeacherCache
-            from ifdistill.train.teacher_pass_runner import teacher_namespace
+            from ifdistill.train.teacher_pass_runner import RunPassReport, teacher_namespace
+
+            self.teacher_pass = RunPassReport(started=built)
 
             lm = self._frozen[0] if self._frozen else self.lm
             head = lm.output_head()
@@ -129,14 +137,19 @@ class ICLDistillModule(SFTModule):
 
     def on_fit_start(self) -> None:
         self.on_fit_start_teacher()
-        if self.teacher_cache is not None:
-            from ifdistill.train.teacher_pass_runner import ensure_teacher_cache
 
-            trainer = self.trainer
-            stats = ensure_teacher_cache(self, trainer.datamodule.built.train.items, rank=trainer.global_rank,
-                                         world=trainer.world_size, barrier=trainer.strategy.barrier)
-            for lg in trainer.loggers:
-                lg.log_metrics({f"teacher_cache/{k}": float(v) for k, v in stats.items()}, step=0)
+    def on_train_start(self) -> None:
+        """The teacher pass, here because a resumed run's step is restored by now: it covers the steps left."""
+        if self.teacher_cache is not None:
+            from ifdistill.train.teacher_pass_runner import run_first_pass
+
+            self.teacher_pass_stats = run_first_pass(self, self.trainer)
+
+    def on_train_end(self) -> None:
+        if self.teacher_cache is not None:
+            from ifdistill.train.teacher_pass_runner import run_pass_end
+
+            self.teacher_pass_stats = run_pass_end(self, self.trainer)
 
     def on_fit_start_teacher(self) -> None:
         """The frozen teacher on the module's device."""
@@ -231,12 +244,17 @@ class ICLDistillModule(SFTModule):
         return r * kd + (1.0 - r) * ce, stats
 
     def cached_teacher(self, batch: Mapping[str, torch.Tensor]) -> CachedTargets:
-        """The cached teacher at the batch's completion positions, in :meth:`completion_index` order."""
+        """The cached teacher at the batch's completion positions, in :meth:`completion_index` order; views
+        the cache lacks (read past the first pass) are computed first."""
         from ifdistill.train.teacher_pass import batch_views
+        from ifdistill.train.teacher_pass_runner import extend_on_demand
 
         if "teacher_prefix_ids" in batch:
             raise ValueError("a shared-demonstration batch cannot read the teacher cache (method.demos=per_example)")
-        return CachedTargets.cat([self.teacher_cache.get(v.key) for v in batch_views(batch)]).to(self.device)
+        views = batch_views(batch)
+        if self.teacher_cache.missing(v.key for v in views):
+            extend_on_demand(self, views)
+        return CachedTargets.cat([self.teacher_cache.get(v.key) for v in views]).to(self.device)
 
     def cached_loss(self, s_logits: torch.Tensor, targets: torch.Tensor,
                     cached: CachedTargets) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

@@ -17,7 +17,8 @@ another key: it is a miss, never a wrong hit. ``namespace.json`` in the folder a
 inside every shard index are checked on open and on read, so a folder copied or renamed under another
 namespace is refused (:class:`TeacherCacheError`, one line naming the file).
 
-Layout of one shard (written by one worker: a DDP rank, a SLURM array task): ``<name>.npz`` holds
+Layout of one shard (written by one job for one batch of views it claimed,
+:mod:`ifdistill.train.teacher_pass_claims`): ``<name>.npz`` holds
 ``ids`` (uint16 when ``V <= 65536``, else uint32), ``logp`` (float16; float32 when ``k = V``, where the
 cached objective must equal the online one) and ``tail`` (float32), all ``(tokens, k)`` / ``(tokens,)``
 in view order; ``<name>.json`` (the manifest entry) lists the view keys and their offsets, the shard's
@@ -45,7 +46,10 @@ from ifdistill.paths import atomic_write, write_text_atomic
 
 FORMAT_VERSION = 1
 NAMESPACE_FILE = "namespace.json"
-_LOADED_SHARDS = 8  # shards held in memory at once (each verified once per load)
+# Bytes of shards held in memory at once (each verified once per load): a run reads its views in its own
+# order from shards other jobs wrote in theirs, so the budget, not a shard count, keeps reloads rare
+# (a 4-shot Qwen3 pass over ~2,300 examples at k=64 is ~0.3 GB).
+_LOADED_BYTES = 1 << 30
 
 
 class TeacherCacheError(RuntimeError):
@@ -132,6 +136,7 @@ class TeacherCache:
         self.dir = Path(root) / namespace.id
         self._entries: dict[str, tuple[Path, int, int]] = {}  # key -> (shard manifest entry, start, end)
         self._loaded: collections.OrderedDict[Path, dict[str, np.ndarray]] = collections.OrderedDict()
+        self._read: set[str] = set()  # manifest entries already read (an entry never changes once written)
         self.hits = self.misses = 0
         self.written_bytes = self.written_tokens = 0
 
@@ -156,15 +161,15 @@ class TeacherCache:
         return self.refresh()
 
     def refresh(self) -> "TeacherCache":
-        """Re-read the shard manifest entries (other workers may have added shards)."""
-        self._entries.clear()
+        """Read the shard manifest entries that other workers added since the last look."""
         for entry in sorted(self.dir.glob("*.json")):
-            if entry.name == NAMESPACE_FILE:
+            if entry.name == NAMESPACE_FILE or entry.name in self._read:
                 continue
             meta = self._read_entry(entry)
             offsets = meta["offsets"]
             for i, key in enumerate(meta["keys"]):
-                self._entries[key] = (entry, offsets[i], offsets[i + 1])
+                self._entries.setdefault(key, (entry, offsets[i], offsets[i + 1]))
+            self._read.add(entry.name)
         return self
 
     def _read_entry(self, entry: Path) -> dict[str, Any]:
@@ -220,7 +225,8 @@ class TeacherCache:
                 raise _one_line(path, f"cannot write the teacher cache ({e.strerror or e}); nothing of this "
                                       "shard was kept") from None
         for i, key in enumerate(keys):
-            self._entries[key] = (entry, offsets[i], offsets[i + 1])
+            self._entries.setdefault(key, (entry, offsets[i], offsets[i + 1]))
+        self._read.add(entry.name)
         self.written_bytes += len(data)
         self.written_tokens += offsets[-1]
         return entry
@@ -247,9 +253,18 @@ class TeacherCache:
             raise _one_line(shard, f"teacher-cache shard holds {arrays['ids'].shape} ids, expected "
                                    f"({meta['tokens']}, {self.namespace.k})")
         self._loaded[entry] = arrays
-        if len(self._loaded) > _LOADED_SHARDS:
+        while len(self._loaded) > 1 and sum(a.nbytes for v in self._loaded.values()
+                                            for a in v.values()) > _LOADED_BYTES:
             self._loaded.popitem(last=False)
         return arrays
+
+    def verify(self, key: str, positions: int) -> None:
+        """Check that ``key`` is here, in a shard whose bytes match its entry, with one row per position."""
+        entry, start, end = self._entries[key]
+        self._arrays(entry)
+        if end - start != positions:
+            raise _one_line(entry, f"teacher view {key[:16]}... holds {end - start} positions, its view has "
+                                   f"{positions}")
 
     def get(self, key: str) -> CachedTargets:
         """The cached teacher of one view (CPU tensors); ``KeyError`` naming the key when absent."""

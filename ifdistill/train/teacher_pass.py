@@ -13,6 +13,10 @@ Purity: by default each view is its own forward pass (``batch_size=1``, no paddi
 numbers depend on the view alone, not on which other views were missing when the pass ran; a sweep
 that computes its views in any order or split gets bitwise the same cache. ``batch_size > 1`` pads
 views together (faster on a GPU) and is then equal only to float rounding.
+
+Sharing (:func:`shared_pass`): jobs that need views of one cache folder at the same time split them
+through claims (:mod:`ifdistill.train.teacher_pass_claims`): each job computes the views no live job
+claims, one shard per claimed batch, and waits for the views other jobs compute, then verifies them.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from ifdistill.train.teacher_cache import TeacherCache, view_key
+from ifdistill.train.teacher_pass_claims import ClaimBoard
 
 log = logging.getLogger(__name__)
 
@@ -102,19 +107,37 @@ def _collate(views: Sequence[TeacherViewRef], device: torch.device) -> tuple[dic
 
 @dataclasses.dataclass
 class PassStats:
-    """What one pass did: views and tokens computed, bytes written, top-k mass, seconds."""
+    """What one pass did for one job: the views it covered, how each came to be there, the cost.
+
+    ``views = cached_before + computed + waited``: found in the cache, computed by this job, computed by
+    another job while this one waited (``taken_over``: of the computed, views whose claim had expired).
+    """
 
     views: int = 0
+    cached_before: int = 0
+    computed: int = 0
+    waited: int = 0
+    taken_over: int = 0
     tokens: int = 0
     bytes: int = 0
     mass: float = 0.0
-    seconds: float = 0.0
+    seconds: float = 0.0  # the whole pass, waiting included
+    compute_seconds: float = 0.0
+    wait_seconds: float = 0.0
+
+    def add(self, other: "PassStats") -> "PassStats":
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+        return self
 
     def to_dict(self) -> dict[str, float]:
-        return {"computed_views": self.views, "computed_tokens": self.tokens, "bytes_written": self.bytes,
+        return {"views": self.views, "cached_before": self.cached_before, "computed_views": self.computed,
+                "waited_views": self.waited, "taken_over_views": self.taken_over, "computed_tokens": self.tokens,
+                "bytes_written": self.bytes,
                 "bytes_per_token": self.bytes / self.tokens if self.tokens else float("nan"),
                 "topk_mass": self.mass / self.tokens if self.tokens else float("nan"),
-                "tokens_per_s": self.tokens / self.seconds if self.seconds else float("nan")}
+                "tokens_per_s": self.tokens / self.compute_seconds if self.compute_seconds else float("nan"),
+                "pass_seconds": self.seconds, "wait_seconds": self.wait_seconds}
 
 
 def run_teacher_pass(teacher_logits: Callable[..., Any], views: Sequence[TeacherViewRef], cache: TeacherCache, *,
@@ -127,7 +150,7 @@ def run_teacher_pass(teacher_logits: Callable[..., Any], views: Sequence[Teacher
     """
     ns = cache.namespace
     head = topk_head(ns.k, ns.temperature, chunk_size)
-    stats = PassStats()
+    stats = PassStats(views=len(views))
     start = time.perf_counter()
     pending: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]] = []
     for b in range(0, len(views), batch_size):
@@ -142,13 +165,60 @@ def run_teacher_pass(teacher_logits: Callable[..., Any], views: Sequence[Teacher
             stats.mass += float((1.0 - tail[at:at + n]).sum())
             stats.tokens += n
             at += n
-        stats.views += len(group)
+        stats.computed += len(group)
         if len(pending) >= views_per_shard or b + batch_size >= len(views):
             before = cache.written_bytes
             cache.write_shard(pending)
             stats.bytes += cache.written_bytes - before
             pending = []
         if progress is not None:
-            progress(stats.views, len(views))
+            progress(stats.computed, len(views))
+    stats.seconds = stats.compute_seconds = time.perf_counter() - start
+    return stats
+
+
+def shared_pass(compute: Callable[[Sequence[TeacherViewRef]], PassStats], views: Sequence[TeacherViewRef],
+                cache: TeacherCache, board: ClaimBoard, *, views_per_shard: int = 64,
+                progress: Optional[Callable[[int, int], None]] = None,
+                sleep: Callable[[float], None] = time.sleep) -> PassStats:
+    """Make every view of ``views`` present in ``cache``, sharing the work with jobs that run at once.
+
+    In turn: claim up to ``views_per_shard`` of the missing views that are free or whose claim expired
+    (``board``, inside its ``with``), drop those another job wrote meanwhile, ``compute`` the rest (one
+    shard: :func:`run_teacher_pass`) and release them; with nothing left to claim, wait ``board.poll_s``
+    and look again. The views another job wrote are verified at the end (shard checksum, one row per
+    supervised position). ``compute`` must write the views it is given.
+    """
+    want = {v.key: v for v in views}
+    stats = PassStats(views=len(want))
+    start = time.perf_counter()
+    cache.refresh()
+    todo = cache.missing(want)
+    stats.cached_before = len(want) - len(todo)
+    waited: list[str] = []
+    while todo:
+        current = board.scan()
+        won = board.claim(board.claimable(todo, current)[:views_per_shard], current)
+        cache.refresh()  # a view written between the look and the claim is not computed again
+        done = {k for k in todo if k in cache}
+        board.release(k for k in won if k in done)
+        waited.extend(k for k in todo if k in done)
+        mine = [k for k in won if k not in done]
+        todo = [k for k in todo if k not in done and k not in mine]
+        if mine:
+            try:
+                part = compute([want[k] for k in mine])
+            finally:
+                board.release(mine)
+            stats.add(dataclasses.replace(part, views=0, seconds=0.0, taken_over=len(board.taken.intersection(mine))))
+        elif todo:
+            t0 = time.perf_counter()
+            sleep(board.poll_s)
+            stats.wait_seconds += time.perf_counter() - t0
+        if progress is not None:
+            progress(len(want) - len(todo), len(want))
+    stats.waited = len(waited)
+    for key in waited:
+        cache.verify(key, len(want[key].positions))
     stats.seconds = time.perf_counter() - start
     return stats

@@ -34,8 +34,8 @@ def test_k_equal_v_cached_objective_equals_online(icl_items, tiny_tokenizer, tmp
     cached.lm.load_state_dict(online.lm.state_dict())
     assert cached.teacher_cache.namespace.k == v
     stats = ensure_teacher_cache(cached, icl_items)
-    assert stats["computed_views"] == len(icl_items) and stats["topk_mass"] == pytest.approx(1.0, abs=1e-6)
-    assert ensure_teacher_cache(cached, icl_items)["computed_views"] == 0  # a second run finds it
+    assert stats.computed == len(icl_items) and stats.to_dict()["topk_mass"] == pytest.approx(1.0, abs=1e-6)
+    assert ensure_teacher_cache(cached, icl_items).computed == 0  # a second run finds it
 
     batch = IclCollator(tiny_tokenizer.pad_token_id)(icl_items)
     lo, so = online.objective(batch)
@@ -76,3 +76,16 @@ def test_schemes_that_cannot_share_a_cache_are_refused(tmp_path):
         ICLDistillModule(TINY, LORA, kl="reverse", teacher_source="cache", cache_dir=str(tmp_path))
     with pytest.raises(ValueError, match="teacher_source"):
         ICLDistillModule(TINY, LORA, teacher_source="disk")
+
+
+def test_views_read_past_the_pass_are_computed_on_demand(icl_items, tiny_tokenizer, tmp_path):
+    cached = ICLDistillModule(TINY, LORA, teacher_source="cache", cache_dir=str(tmp_path), cache_k=4)
+    cached.teacher_pass.first = ensure_teacher_cache(cached, icl_items[:1])  # the pass covered one example
+    assert cached.teacher_pass.first.computed == 1
+    batch = IclCollator(tiny_tokenizer.pad_token_id)(icl_items)
+    cached.objective(batch)  # a step reads all four
+    on_demand = cached.teacher_pass.on_demand
+    assert on_demand.views == on_demand.computed == len(icl_items) - 1
+    cached.objective(batch)
+    assert cached.teacher_pass.on_demand.computed == len(icl_items) - 1  # nothing more to compute
+    assert cached.teacher_pass.to_dict()["views"] == len(icl_items)
