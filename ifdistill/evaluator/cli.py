@@ -26,25 +26,10 @@ log = logging.getLogger("ifdistill.evaluator")
 
 
 def _summary(results: dict) -> str:
-    m, t = results["metrics"], results["timings"]
-    if "judge" in results:  # an LLM judge (ifdistill.evaluator.judge)
-        from ifdistill.evaluator.judge.run import summary_line
+    """The hash, then the benchmark's own lines (:meth:`~ifdistill.evaluator.benchmark.Benchmark.summary`)."""
+    from ifdistill.evaluator.benchmark import of_results
 
-        return (f"eval_config_hash {results['eval_config_hash']}  prompts {m['num_prompts']}\n  {summary_line(results)}\n"
-                f"  time: prepare {t['prepare_s']:.1f}s  load {t['load_s']:.1f}s  generate {t['generate_s']:.1f}s  "
-                f"judge {t['judge_s']:.1f}s")
-    if "tasks" in results:  # lm-eval tasks (ifdistill.evaluator.lmeval)
-        lines = [f"eval_config_hash {results['eval_config_hash']}  documents {results['counts']['num_documents']}"]
-        lines += [f"  {k} {v:.4f}" + (f" ± {m[k + '_stderr']:.4f}" if m.get(k + "_stderr") is not None else "")
-                  for k, v in m.items() if not k.endswith("_stderr") and v is not None]
-        lines.append(f"  time: prepare {t['prepare_s']:.1f}s  load {t['load_s']:.1f}s  evaluate {t['evaluate_s']:.1f}s  "
-                     f"({t['documents_per_s']:.1f} documents/s)")
-        return "\n".join(lines)
-    return (f"eval_config_hash {results['eval_config_hash']}  prompts {m['num_prompts']}\n"
-            f"  prompt strict {m['prompt_level_strict_acc']:.4f}  inst strict {m['inst_level_strict_acc']:.4f}  "
-            f"prompt loose {m['prompt_level_loose_acc']:.4f}  inst loose {m['inst_level_loose_acc']:.4f}\n"
-            f"  time: prepare {t['prepare_s']:.1f}s  load {t['load_s']:.1f}s  generate {t['generate_s']:.1f}s  "
-            f"score {t['score_s']:.1f}s  ({t['generated_tokens_per_s']:.0f} generated tokens/s)")
+    return "\n".join([f"eval_config_hash {results['eval_config_hash']}", *of_results(results).summary(results)])
 
 
 @hydra.main(config_path="pkg://ifdistill.conf", config_name="eval", version_base="1.3")

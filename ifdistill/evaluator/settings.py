@@ -27,11 +27,6 @@ from omegaconf import DictConfig, OmegaConf
 from ifdistill.config import ConfigError, check_schema, register_schema
 
 BACKENDS = ("vllm", "hf")
-#: Benchmark families: the namespace of an evaluation's logged metrics (``<benchmark>/*``).
-BENCHMARKS = ("ifeval", "ifbench", "lmeval", "judge")
-JUDGE_MODES = ("absolute", "pairwise")
-#: The placeholders each judge template must hold (filled by :func:`ifdistill.evaluator.judge.run.fill`).
-JUDGE_PLACEHOLDERS = {"absolute": ("prompt", "response"), "pairwise": ("prompt", "response_a", "response_b")}
 EXPORT_KINDS = ("auto", "adapter", "merged", "model")
 
 
@@ -162,10 +157,10 @@ class JudgeSettings:
 class EvalSettings:
     """The ``eval`` config section."""
 
-    name: str = "ifeval"
-    # Which benchmark's metrics these are: W&B logs them as ``<benchmark>/*`` on their own step
-    # axis ``<benchmark>/step``. A label only (the rows and the scorer version are in the hash).
-    benchmark: str = "ifeval"
+    name: Optional[str] = None  # null: the benchmark's name
+    # Which registered benchmark evaluates (ifdistill.evaluator.benchmark; null: the default one). W&B
+    # logs its metrics as ``<benchmark>/*`` on their own step axis ``<benchmark>/step``.
+    benchmark: Optional[str] = None
     backend: str = "vllm"
     dtype: str = "float32"
     max_model_len: Optional[int] = None  # null: the model's own context length
@@ -196,8 +191,14 @@ def eval_settings(node: Any) -> EvalSettings:
     """Validate an ``eval`` section (DictConfig or dict) and return it as :class:`EvalSettings`."""
     # resolved against its root first: ${model.dtype}, ${paths...}
     settings: EvalSettings = check_schema(EvalSettings, node, "config section 'eval'", resolve=True, as_object=True)
-    if settings.benchmark not in BENCHMARKS:
-        raise ConfigError(f"config section 'eval': benchmark must be one of {BENCHMARKS}, got {settings.benchmark!r}")
+    from ifdistill.evaluator import benchmark as registry
+
+    try:
+        bench = registry.get(settings.benchmark)
+    except registry.UnknownBenchmarkError as err:
+        raise ConfigError(f"config section 'eval': {err}") from None
+    settings.benchmark = bench.name  # resolved here, so results.json records the effective name
+    settings.name = settings.name or bench.name
     if settings.backend not in BACKENDS:
         raise ConfigError(f"config section 'eval': backend must be one of {BACKENDS}, got {settings.backend!r}")
     g = settings.generation
@@ -207,30 +208,10 @@ def eval_settings(node: Any) -> EvalSettings:
         raise ConfigError(f"eval.generation.max_new_tokens must be >= 1, got {g.max_new_tokens}")
     if settings.fewshot.k < 0:
         raise ConfigError(f"eval.fewshot.k must be >= 0, got {settings.fewshot.k}")
-    if settings.benchmark == "lmeval" and not settings.lmeval.tasks:
-        raise ConfigError("eval.benchmark=lmeval needs eval.lmeval.tasks (lm-eval task names)")
-    if settings.lmeval.fewshot_as_multiturn and not settings.lmeval.apply_chat_template:
-        raise ConfigError("eval.lmeval.fewshot_as_multiturn needs eval.lmeval.apply_chat_template=true")
-    if settings.benchmark == "judge":
-        _check_judge(settings.judge)
     if settings.fewshot.k > 0 and settings.fewshot.pool is None:
         raise ConfigError("eval.fewshot.k > 0 needs eval.fewshot.pool (the demonstration source)")
+    bench.check(settings)  # the benchmark's own section
     return settings
-
-
-def _check_judge(j: JudgeSettings) -> None:
-    if j.mode not in JUDGE_MODES:
-        raise ConfigError(f"eval.judge.mode must be one of {JUDGE_MODES}, got {j.mode!r}")
-    if j.max_new_tokens < 1:
-        raise ConfigError(f"eval.judge.max_new_tokens must be >= 1, got {j.max_new_tokens}")
-    if j.score_min > j.score_max:
-        raise ConfigError(f"eval.judge.score_min {j.score_min} > eval.judge.score_max {j.score_max}")
-    if j.mode == "pairwise" and not j.reference:
-        raise ConfigError("eval.judge.reference: mode pairwise needs a samples.jsonl of reference responses")
-    key = f"{j.mode}_template"
-    for name in JUDGE_PLACEHOLDERS[j.mode]:
-        if "{" + name + "}" not in getattr(j, key):
-            raise ConfigError(f"eval.judge.{key}: lacks the placeholder {{{name}}}")
 
 
 def run_settings(cfg: DictConfig) -> EvalRunSettings:

@@ -9,7 +9,7 @@ Layout::
 
     {"run_id": str, "config_hash": str, "seed": int | null, "method": str | null,
      "config": {...key config values...},
-     "checkpoints": {"<step>": {"step": int, "eval_config_hash": str, "results_dir": str,
+     "checkpoints": {"<step>": {"step": int, "eval_config_hash": str, "benchmark": str, "results_dir": str,
                                 "metrics": {...aggregates with _stderr...},
                                 "per_instruction_type": {...}, "source": "callback" | "backfill",
                                 "time": float}},
@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ifdistill import checksum
+from ifdistill.evaluator.benchmark import benchmark_of
 from ifdistill.paths import write_json_atomic
 from ifdistill.rundir import METRICS_JSON as FILENAME
 
@@ -99,6 +100,7 @@ def record_checkpoint(run_dir, step: int, results: dict, results_dir: str, sourc
     entry = {
         "step": int(step),
         "eval_config_hash": results.get("eval_config_hash"),
+        "benchmark": benchmark_of(results),
         "results_dir": str(results_dir),
         "metrics": results.get("metrics", {}),
         "per_instruction_type": results.get("per_instruction_type", {}),

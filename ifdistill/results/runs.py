@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ifdistill.ifeval.stats import METRICS
+from ifdistill.evaluator import benchmark as registry
 from ifdistill.evaluator import output as eval_output
 from ifdistill.results import run_config, run_metrics
 from ifdistill.evaluator.output import EvalOutput
@@ -308,14 +309,15 @@ class Evaluation:
     results_dir: Path | None
 
 
-def _benchmark_guess(section: str, metrics: Mapping[str, Any]) -> str:
-    """The benchmark of a metrics.json entry whose results.json is gone: lm-eval keys hold a ``/``, a judge's
-    headline is ``win_rate`` or ``score_mean``."""
-    if any("/" in k for k in metrics):
-        return "lmeval"
-    if "win_rate" in metrics or "score_mean" in metrics:
-        return "judge"
-    return section if section in ("ifeval", "ifbench") else "ifeval"
+def _benchmark_of_entry(section: str, entry: Mapping[str, Any]) -> str:
+    """The benchmark of a metrics.json entry whose results.json is gone: recorded in the entry, else the one
+    claiming its first metric's name (:func:`ifdistill.evaluator.benchmark.claiming`)."""
+    if entry.get("benchmark"):
+        return str(entry["benchmark"])
+    names = registry.names()
+    if section in names:  # an older entry of an extra section named after its benchmark
+        return section
+    return next((b for b in map(registry.claiming, entry.get("metrics") or {}) if b), registry.default_name())
 
 
 def read_evaluation(section: str, step: int | None, entry: Mapping[str, Any], results_dir: Path | None) -> Evaluation:
@@ -326,7 +328,7 @@ def read_evaluation(section: str, step: int | None, entry: Mapping[str, Any], re
                           raw.get("eval_config_hash"), results_dir)
     metrics = dict(entry.get("metrics") or {})
     values = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    return Evaluation(section, _benchmark_guess(section, metrics), step, values, entry.get("eval_config_hash"),
+    return Evaluation(section, _benchmark_of_entry(section, entry), step, values, entry.get("eval_config_hash"),
                       None)
 
 

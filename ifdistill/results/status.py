@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ifdistill.evaluator.output import METRICS
+from ifdistill.evaluator import benchmark as registry
 from ifdistill.results import run_metrics
 from ifdistill.rundir import RUN_DIR_LINK, SUBDIRS, RunDir, checkpoint_step
 
@@ -116,51 +116,51 @@ def _latest(results: dict) -> dict[str, Any]:
     """How many checkpoints of one benchmark are evaluated, and the latest one's step and metrics."""
     evals = sorted(((int(s), c) for s, c in results.items()), key=lambda t: t[0])
     step, entry = evals[-1] if evals else (None, {})
-    return {"eval_step": step, "eval": entry.get("metrics", {}), "evaluated": len(evals)}
+    return {"eval_step": step, "eval": entry.get("metrics", {}), "evaluated": len(evals),
+            "benchmark": entry.get("benchmark") or registry.default_name()}
 
 
-def _pct(metrics: dict, key: str) -> str:
+def _cell(bench: registry.Benchmark, metrics: dict, key: str) -> str:
     v = metrics.get(key)
-    return f"{100 * v:.1f}" if isinstance(v, (int, float)) else "-"
+    if not isinstance(v, (int, float)):
+        return "-"
+    return f"{100 * v:.1f}" if bench.fractions else f"{v:.4f}"
 
 
-def _scores(latest: dict) -> str:
-    return " | ".join(_pct(latest["eval"], k) for k in METRICS)
+def _columns(latest: Iterable[dict]) -> list[str]:
+    """The headline metrics of the given evaluations' benchmarks, in order, once each."""
+    cols: dict[str, None] = {}
+    for b in latest:
+        bench = registry.get(b["benchmark"])
+        cols.update(dict.fromkeys(bench.headline_metrics({"metrics": b["eval"]}) if b["eval"] else
+                                  bench.headline_metrics({"metrics": {}})))
+    return list(cols)
 
 
-def _task_scores(metrics: dict) -> str:
-    parts = []
-    for key, value in metrics.items():
-        if key.endswith("_stderr") or not isinstance(value, (int, float)):
-            continue
-        se = metrics.get(f"{key}_stderr")
-        parts.append(f"{key} {value:.4f}" + (f"±{se:.4f}" if isinstance(se, (int, float)) else ""))
-    return "; ".join(parts) or "-"
+def _table(first: list[str], columns: list[str], rows: list[tuple[list[Any], dict]]) -> list[str]:
+    head = "| " + " | ".join([*first, *(registry.short_name(c) for c in columns)]) + " |"
+    lines = [head, "|---" * (head.count("|") - 1) + "|"]
+    for cells, b in rows:
+        bench = registry.get(b["benchmark"])
+        lines.append("| " + " | ".join([*(str(c) for c in cells), *(_cell(bench, b["eval"], c) for c in columns)]) + " |")
+    return lines
 
 
 def format_table(rows: list[dict]) -> str:
-    head = ("| run | state | launches | last step | evals | open failures | resolved failures | eval step "
-            "| prompt strict | inst strict | prompt loose | inst loose |")
-    lines = [head, "|---" * (head.count("|") - 1) + "|"]
+    """One table of the runs (their ``eval`` section's latest scores), then one per benchmark evaluated next
+    to it (``callbacks.checkpoint_eval.evals``); the score columns are each benchmark's headline metrics."""
+    first = ["run", "state", "launches", "last step", "evals", "open failures", "resolved failures", "eval step"]
+    lines = _table(first, _columns(rows), [
+        ([r["run_id"], r["state"], r["launches"], "-" if r["last_step"] is None else r["last_step"], r["evaluated"],
+          len(r["failures"]), r["resolved_failures"], "-" if r["eval_step"] is None else r["eval_step"]], r)
+        for r in rows])
+    extra: dict[str, list[tuple[list[Any], dict]]] = {}
     for r in rows:
-        last, at = (v if v is not None else "-" for v in (r["last_step"], r["eval_step"]))
-        lines.append(f"| {r['run_id']} | {r['state']} | {r['launches']} | {last} | {r['evaluated']} "
-                     f"| {len(r['failures'])} | {r['resolved_failures']} | {at} | {_scores(r)} |")
-    extra = [(r["run_id"], name, b) for r in rows for name, b in r["benchmarks"].items()
-             if not b["eval"] or any(k in b["eval"] for k in METRICS)]
-    tasks = [(r["run_id"], name, b) for r in rows for name, b in r["benchmarks"].items() if (r["run_id"], name, b) not in extra]
-    if extra:  # benchmarks evaluated next to the run's eval (callbacks.checkpoint_eval.evals)
-        head = "| run | benchmark | evals | eval step | prompt strict | inst strict | prompt loose | inst loose |"
-        lines += ["", head, "|---" * (head.count("|") - 1) + "|"]
-        for run_id, name, b in extra:
+        for name, b in r["benchmarks"].items():
             at = b["eval_step"] if b["eval_step"] is not None else "-"
-            lines.append(f"| {run_id} | {name} | {b['evaluated']} | {at} | {_scores(b)} |")
-    if tasks:  # lm-eval benchmarks: their own metrics (task/metric[/filter]), each value ± stderr
-        head = "| run | benchmark | evals | eval step | metrics |"
-        lines += ["", head, "|---" * (head.count("|") - 1) + "|"]
-        for run_id, name, b in tasks:
-            at = b["eval_step"] if b["eval_step"] is not None else "-"
-            lines.append(f"| {run_id} | {name} | {b['evaluated']} | {at} | {_task_scores(b['eval'])} |")
+            extra.setdefault(b["benchmark"], []).append(([r["run_id"], name, b["evaluated"], at], b))
+    for group in extra.values():
+        lines += ["", *_table(["run", "benchmark", "evals", "eval step"], _columns(b for _, b in group), group)]
     open_failures = [(r["run_id"], f) for r in rows for f in r["failures"]]
     if open_failures:
         lines += ["", "open evaluation failures (`ifdistill-eval backfill run_dir=...` retries them):"]

@@ -19,8 +19,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from ifdistill.callbacks.eval_logging import STEP_KEY
-from ifdistill.evaluator.output import METRICS as AGGREGATES
+from ifdistill.callbacks.eval_logging import step_key
+
+STEP_KEY = step_key("ifeval")
+from ifdistill.ifeval.stats import METRICS as AGGREGATES
 from ifdistill.ifeval.registry import INSTRUCTION_REGISTRY
 from ifdistill.sweeps import swept_values
 from ifdistill.wandb_view import benchmarks, compose, main, metric_keys, to_workspace, view_spec

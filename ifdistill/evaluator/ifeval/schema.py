@@ -1,34 +1,21 @@
-"""The JSON Schema of results.json, and a small validator for the subset of JSON Schema it uses.
-
-Why a validator of our own: ``jsonschema`` is not a dependency of ifdistill (it only arrives with
-vLLM), and results.json is read by the callback, the results page and other tools on machines with
-or without vLLM. The schema itself is standard JSON Schema (draft 2020-12); the tests also check it
-with ``jsonschema`` where that is installed. Supported keywords: ``type`` (one or a list),
-``properties``, ``required``, ``additionalProperties`` (bool or schema), ``items``, ``enum``,
-``minimum``, ``maximum``, ``pattern``, ``minItems``.
-
-Bump :data:`RESULTS_SCHEMA_VERSION` (and say so in results.json readers) on incompatible changes.
-"""
+"""The JSON Schema of an IFEval / IFBench results.json and of one samples.jsonl row (validated with
+:func:`ifdistill.evaluator.schema.validate`)."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from ifdistill.ifeval.stats import METRICS
 from ifdistill.evaluator.results import ENGINES
+from ifdistill.evaluator import schema as _core
+from ifdistill.evaluator.schema import RESULTS_SCHEMA_VERSION, SchemaError, obj as _obj
+from ifdistill.ifeval.stats import METRICS
 
-RESULTS_SCHEMA_VERSION = 1
+__all__ = ["RESULTS_SCHEMA", "SAMPLE_SCHEMA", "SchemaError", "validate"]
 
 _NUM = {"type": ["number", "null"]}  # NaN is written as null (a standard error with one prompt)
 _COUNT = {"type": "integer", "minimum": 0}
 _HEX64 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 _THINK_STATES = ("closed", "none", "unterminated")  # ifdistill.evaluator.generation.scored_text
-
-
-def _obj(props: dict[str, Any], required: list[str] | None = None, extra: Any = False) -> dict[str, Any]:
-    return {"type": "object", "properties": props, "required": list(props) if required is None else required,
-            "additionalProperties": extra}
 
 
 _metrics_props: dict[str, Any] = {}
@@ -88,58 +75,6 @@ RESULTS_SCHEMA["required"].remove("runtime")
 RESULTS_SCHEMA["required"].remove("checksum")
 
 
-class SchemaError(ValueError):
-    """A document does not fit the schema; the message names the JSON path."""
-
-
-_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}
-
-
-def _is(value: Any, name: str) -> bool:
-    if name == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if name == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    return isinstance(value, _TYPES[name])
-
-
-def validate(doc: Any, schema: dict[str, Any] = RESULTS_SCHEMA, path: str = "$") -> None:
-    """Raise :class:`SchemaError` at the first place ``doc`` does not fit ``schema``."""
-    types = schema.get("type")
-    if types is not None:
-        names = types if isinstance(types, list) else [types]
-        if not any(_is(doc, t) for t in names):
-            raise SchemaError(f"{path}: expected {' or '.join(names)}, got {type(doc).__name__}")
-    if "enum" in schema and doc not in schema["enum"]:
-        raise SchemaError(f"{path}: {doc!r} is not one of {schema['enum']}")
-    if isinstance(doc, (int, float)) and not isinstance(doc, bool):
-        if "minimum" in schema and doc < schema["minimum"]:
-            raise SchemaError(f"{path}: {doc} < minimum {schema['minimum']}")
-        if "maximum" in schema and doc > schema["maximum"]:
-            raise SchemaError(f"{path}: {doc} > maximum {schema['maximum']}")
-    if isinstance(doc, str) and "pattern" in schema and not re.search(schema["pattern"], doc):
-        raise SchemaError(f"{path}: {doc!r} does not match {schema['pattern']}")
-    if isinstance(doc, dict):
-        for key in schema.get("required", []):
-            if key not in doc:
-                raise SchemaError(f"{path}: missing required key {key!r}")
-        props = schema.get("properties", {})
-        extra = schema.get("additionalProperties", True)
-        for key, value in doc.items():
-            if key in props:
-                validate(value, props[key], f"{path}.{key}")
-            elif extra is False:
-                raise SchemaError(f"{path}: unexpected key {key!r}")
-            elif isinstance(extra, dict):
-                validate(value, extra, f"{path}.{key}")
-    if isinstance(doc, list):
-        if len(doc) < schema.get("minItems", 0):
-            raise SchemaError(f"{path}: fewer than {schema['minItems']} items")
-        if "items" in schema:
-            for i, value in enumerate(doc):
-                validate(value, schema["items"], f"{path}[{i}]")
-
-
 #: One line of samples.jsonl.
 SAMPLE_SCHEMA: dict[str, Any] = _obj({
     "key": {"type": "string"},
@@ -161,3 +96,8 @@ SAMPLE_SCHEMA: dict[str, Any] = _obj({
 }, required=["key", "prompt", "rendered_prompt", "prompt_num_tokens", "demo_uids", "response",
              "instruction_id_list", "kwargs", "strict_inst", "loose_inst", "strict_prompt", "loose_prompt",
              "num_generated_tokens", "finish_reason"])
+
+
+def validate(doc: Any, schema: dict[str, Any] | None = None, path: str = "$") -> None:
+    """:func:`ifdistill.evaluator.schema.validate` against ``schema`` (default: this results.json schema)."""
+    _core.validate(doc, RESULTS_SCHEMA if schema is None else schema, path)

@@ -18,7 +18,7 @@ from ifdistill.evaluator.errors import (ChatTemplateError, EmptyDatasetError, Ev
                                         OutputExistsError, PromptTooLongError)
 from ifdistill.evaluator.output import read_results
 from ifdistill.evaluator.run import evaluate
-from ifdistill.evaluator.schema import SAMPLE_SCHEMA, validate
+from ifdistill.evaluator.ifeval.schema import SAMPLE_SCHEMA, validate
 
 SMALL = ["eval=ifeval_local", "eval.backend=hf", "eval.data.max_examples=3", "eval.generation.max_new_tokens=4",
          "eval.runtime.progress=false"]

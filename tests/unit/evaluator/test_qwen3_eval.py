@@ -16,7 +16,7 @@ from ifdistill.evaluator.generation import scored_text
 from ifdistill.evaluator.prompts import build_prompts
 from ifdistill.evaluator.output import read_results
 from ifdistill.evaluator.run import evaluate
-from ifdistill.evaluator.schema import SAMPLE_SCHEMA, validate
+from ifdistill.evaluator.ifeval.schema import SAMPLE_SCHEMA, validate
 from ifdistill.evaluator.settings import FewShotSettings, GenerationSettings, SourceSettings
 from ifdistill.paths import ifeval_input_path
 
