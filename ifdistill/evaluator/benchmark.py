@@ -114,6 +114,13 @@ class Benchmark:
         ``benchmark``) is this benchmark's."""
         return False
 
+    # -- the contract test (tests/integration/test_benchmark_contract.py) ----------------------------------
+    def smoke_overrides(self, workdir: Path) -> list[str]:
+        """``ifdistill-eval`` overrides that evaluate this benchmark on the tiny model in seconds (its config,
+        a few rows or documents, a few new tokens); ``workdir`` may receive local data it needs. Every
+        registration states one, so the contract test runs it through every consumer of a result."""
+        raise NotImplementedError(f"benchmark {self.name!r} states no smoke evaluation (smoke_overrides)")
+
     # -- the W&B view ----------------------------------------------------------------------------------
     def panel_metrics(self, section: Mapping[str, Any]) -> list[str]:
         """The metrics (without the ``<name>/`` prefix) an eval ``section`` of this benchmark logs and the

@@ -17,6 +17,7 @@ class IFBench(InstructionBenchmark):
     display = "IFBench"
     default = False
     page_columns = ()
+    local_config = "ifbench_local"
     id_registry = ("ifdistill.ifbench.registry", "IFBENCH_REGISTRY")
 
 

@@ -17,6 +17,7 @@ import collections
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Optional
 
 from ifdistill.evaluator.benchmark import Benchmark, register
@@ -92,8 +93,10 @@ class InstructionBenchmark(Benchmark):
     display = "IFEval"
     default = True
     required_metrics = METRICS
-    sample_columns = ("key", "prompt", "response", "instruction_ids", "strict_prompt", "loose_prompt",
+    sample_columns = ("key", "prompt", "response", "instruction_id_list", "strict_prompt", "loose_prompt",
                       "finish_reason")
+    #: Its config (``conf/eval/<name>.yaml``) on the shared offline copy of its rows.
+    local_config = "ifeval_local"
     type_value = "strict_acc"
     prompt_decisions = True
     page_columns = (("IFEval prompt strict", "prompt_level_strict_acc"), ("IFEval inst strict", "inst_level_strict_acc"))
@@ -171,6 +174,9 @@ class InstructionBenchmark(Benchmark):
         return [str(row.get("key")), row.get("prompt", ""), row.get("scored_response", row.get("response", "")),
                 ", ".join(ids), bool(row.get("strict_prompt")), bool(row.get("loose_prompt")),
                 str(row.get("finish_reason", ""))]
+
+    def smoke_overrides(self, workdir: Path) -> list[str]:
+        return [f"eval={self.local_config}", "eval.data.max_examples=3", "eval.generation.max_new_tokens=4"]
 
     def panel_metrics(self, section: Mapping[str, Any]) -> list[str]:
         return list(METRICS)

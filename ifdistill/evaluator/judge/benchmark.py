@@ -10,6 +10,7 @@ metrics are the win rate or the mean score with their counts (:mod:`ifdistill.ev
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Optional
 
 from ifdistill.config import ConfigError
@@ -81,9 +82,15 @@ class Judge(Benchmark):
         """Each prompt's response, every judgement's parsed verdict and the pair's outcome (pairwise) or the
         score (absolute)."""
         last = "outcome" if any("outcome" in r for r in rows) else "score"
-        return (["key", "prompt", "response", "verdicts", last],
+        return (["key", "prompt", "response", "judgements", last],
                 [[str(r.get("key")), r.get("prompt", ""), r.get("response", ""), _verdicts(r), str(r.get(last))]
                  for r in rows])
+
+    def smoke_overrides(self, workdir: Path) -> list[str]:
+        """IFEval's offline prompts, the tiny model as its own judge."""
+        return ["eval=judge", "eval.data.hf_name=null", "eval.data.path=${paths.shared_data_dir}/ifeval/input_data.jsonl",
+                "eval.data.max_examples=3", "eval.generation.max_new_tokens=4",
+                "eval.judge.model.name_or_path=builtin:tiny", "eval.judge.max_new_tokens=4"]
 
     def panel_metrics(self, section: Mapping[str, Any]) -> list[str]:
         return [HEADLINE[str(((section.get("judge") or {}).get("mode")) or "absolute")]]

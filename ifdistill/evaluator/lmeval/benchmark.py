@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Optional
 
 from ifdistill.config import ConfigError
@@ -70,9 +71,20 @@ class LMEval(Benchmark):
         columns = [c for c in COLUMNS if any(c in r for r in rows)]
         return columns, [[_cell(r.get(c)) for c in columns] for r in rows]
 
+    def smoke_overrides(self, workdir: Path) -> list[str]:
+        """A generative and a multiple-choice task on three local documents each
+        (:func:`~ifdistill.evaluator.lmeval.smoke.write_tasks`)."""
+        from ifdistill.evaluator.lmeval.smoke import write_tasks
+
+        tasks = write_tasks(workdir)
+        return ["eval=lmeval", f"eval.lmeval.tasks=[{','.join(tasks)}]", f"eval.lmeval.include_path=[{workdir}]",
+                "eval.lmeval.num_fewshot=0", "eval.lmeval.bootstrap_iters=0"]
+
     def panel_metrics(self, section: Mapping[str, Any]) -> list[str]:
         """``<task>/<metric>[/<filter>]`` of each configured task's ``metric_list`` x ``filter_list`` (a group:
         its ``aggregate_metric_list``), as :func:`~ifdistill.evaluator.lmeval.output.metric_key` names them."""
+        from lm_eval.tasks._yaml_loader import load_yaml
+
         from ifdistill.evaluator.lmeval.output import metric_key
         from ifdistill.evaluator.lmeval.task_index import task_manager
 
@@ -80,10 +92,11 @@ class LMEval(Benchmark):
         manager = task_manager(tuple(str(p) for p in lm.get("include_path") or ()))
         out: list[str] = []
         for task in lm.get("tasks") or ():
-            if task not in manager.all_tasks:
+            entry = manager._entry(task)  # the index's record: kind and YAML path (no task is built)
+            if entry is None or entry.yaml_path is None:
                 continue
-            config = manager._get_config(task)  # the task's YAML, its includes resolved
-            if manager._name_is_group(task):
+            config = load_yaml(entry.yaml_path, resolve_func=False)  # its includes merged
+            if entry.kind.name == "GROUP":
                 pairs = [(a["metric"], a.get("filter_list", "none")) for a in config.get("aggregate_metric_list") or ()]
             else:
                 filters = [f["name"] for f in config.get("filter_list") or ()] or ["none"]
