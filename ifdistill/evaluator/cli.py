@@ -32,18 +32,29 @@ def _summary(results: dict) -> str:
     return "\n".join([f"eval_config_hash {results['eval_config_hash']}", *of_results(results).summary(results)])
 
 
+def _quiet(cfg: DictConfig) -> None:
+    """The console keeps ifdistill's lines (progress, the summary, errors); the engine's and every library's
+    INFO lines and warnings go to ``<output_dir>/console.log`` beside results.json (``verbose=true``: shown
+    as well), as a training run's do (:func:`ifdistill.console.quiet_console`)."""
+    from ifdistill.console import quiet_console
+
+    verbose = bool(cfg.get("verbose", False))
+    if not verbose:  # vLLM's records then propagate to the root logger's handlers instead of its own
+        os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
+    quiet_console(str(cfg.output_dir), verbose=verbose)
+
+
 @hydra.main(config_path="pkg://ifdistill.conf", config_name="eval", version_base="1.3")
 def _app(cfg: DictConfig) -> None:
     from ifdistill.evaluator.errors import input_errors
     from ifdistill.evaluator.output import RESULTS_FILE
     from ifdistill.evaluator.run import evaluate
 
+    _quiet(cfg)
     try:
         results = evaluate(cfg)
     except input_errors() as err:
-        log.error("%s: %s", type(err).__name__, err)
-        print(f"ifdistill-eval: error: {err}", file=sys.stderr)
-        sys.exit(2)
+        _refuse(err)
     print(_summary(results))
     print(f"  results: {os.path.join(str(cfg.output_dir), RESULTS_FILE)}")
 
@@ -61,8 +72,39 @@ def compose_config(overrides: Sequence[str] = (), *, output_dir: Optional[str] =
         return compose("eval", overrides=[*extra, *overrides])
 
 
+def one_line(err: BaseException) -> str:
+    """An error as one line: its first line, and the key OmegaConf names on a later one (``full_key: ...``)."""
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    key = next((line.removeprefix("full_key:").strip() for line in lines[1:] if line.startswith("full_key:")), "")
+    text = (lines[0] if lines else type(err).__name__) + (f" (key {key})" if key and key not in lines[0] else "")
+    cause = err.__cause__
+    return f"{text.rstrip('.')}: {one_line(cause)}" if cause is not None and str(cause).strip() else text
+
+
+def _refuse(err: BaseException) -> None:
+    print(f"ifdistill-eval: error: {one_line(err)}", file=sys.stderr)
+    sys.exit(2)
+
+
+def _check_overrides(argv: Sequence[str]) -> None:
+    """Compose the config from the command line's overrides before Hydra runs the app: an unknown key, an
+    unknown config (``eval=nosuch``) or an override that does not parse is one line and exit 2 rather than
+    Hydra's report and exit 1. Hydra's own flags (``--help``, ``-m``, ...) are left to Hydra."""
+    if any(a.startswith("-") for a in argv):
+        return
+    try:
+        compose_config(argv)
+    except Exception as err:  # noqa: BLE001 - hydra's and omegaconf's composition errors, whatever their class
+        _refuse(err)
+    finally:
+        from hydra.core.global_hydra import GlobalHydra
+
+        GlobalHydra.instance().clear()
+
+
 def main() -> None:
     clean_environment(os.environ)
+    _check_overrides(sys.argv[1:])
     _app()
 
 

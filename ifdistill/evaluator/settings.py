@@ -182,6 +182,8 @@ class EvalRunSettings:
     export_kind: str = "auto"  # which part of an export: auto | adapter | merged | model
     output_dir: str = "outputs/eval"
     overwrite: bool = False
+    # the engine's and libraries' INFO lines and warnings on the console too (always in <output_dir>/console.log)
+    verbose: bool = False
 
 
 register_schema("eval", EvalSettings)

@@ -131,3 +131,26 @@ def test_help_lists_only_the_evaluators_config_groups(tmp_path):
     assert named == ["eval", "model", "paths"], groups
     assert "ifeval_local" in groups and "_base" not in groups  # options from conf/eval/, bases hidden
     assert "outputs/eval/jobs/" in done.stdout and not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.slow  # a whole ifdistill-eval process (~20 s on 2 cores)
+def test_a_hand_run_prints_its_own_lines_and_logs_the_rest_beside_results(tmp_path):
+    """The console holds the evaluator's own lines (the summary, the results path); the libraries' INFO
+    records land in console.log beside results.json (``verbose=true`` would show them as well)."""
+    out = tmp_path / "out"
+    done = subprocess.run([str(Path(sys.executable).parent / "ifdistill-eval"), *SMALL, f"output_dir={out}",
+                           f"hydra.run.dir={out}"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line for line in (done.stdout + done.stderr).split("\n") if line.strip()]
+    assert len(lines) <= 15 and lines[-1].strip() == f"results: {out / 'results.json'}", lines
+    assert all("ifdistill" in line or not line.startswith("[") for line in lines), lines  # no library's records
+    assert "[INFO]" in (out / "console.log").read_text()
+
+
+@pytest.mark.parametrize("override, says", [("nosuchkey=1", "Key 'nosuchkey' is not in struct"),
+                                            ("eval=nosuch", "Could not find 'eval/nosuch'")])
+def test_a_malformed_override_is_one_line_and_exit_2(tmp_path, override, says):
+    done = subprocess.run([str(Path(sys.executable).parent / "ifdistill-eval"), override], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("ifdistill-eval: error: ") and says in done.stderr
