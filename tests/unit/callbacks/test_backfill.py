@@ -1,9 +1,12 @@
-"""Back-fill verifies an export's weight files against export.json before it starts an evaluator."""
+"""Back-fill verifies an export's weight files against export.json before it starts an evaluator, and adds a
+benchmark the run never evaluated."""
 
 from __future__ import annotations
 
 import json
 import shutil
+
+import pytest
 
 from omegaconf import OmegaConf
 
@@ -33,3 +36,42 @@ def test_a_corrupt_export_is_recorded_as_a_failure_and_not_evaluated(tiny_model_
     assert len(failures) == 1 and failures[0]["step"] == 10 and bad in failures[0]["reason"]
     assert not (run / "evals" / "step_000010" / "results.json").exists()
     assert not (run / "evals" / "step_000010.backfill.log").exists()  # no evaluator was started
+
+
+def _finished_run(tiny_model_dir, tmp_path):
+    """A finished run with one export (step 10) and its own evaluation of it already recorded."""
+    run = tmp_path / "run"
+    export = run / "exports" / "step_000010"
+    shutil.copytree(tiny_model_dir, export / "model")
+    (export / "export.json").write_text(json.dumps({"step": 10, "kinds": ["model"], "base_model": "builtin:tiny",
+                                                    "weights": weight_hashes(export, recursive=True)}))
+    cfg = compose_config(["eval=ifeval_local", "eval.backend=hf"], output_dir=str(run))
+    OmegaConf.save(OmegaConf.create({"eval": OmegaConf.to_container(cfg.eval, resolve=True),
+                                     "model": OmegaConf.to_container(cfg.model, resolve=True),
+                                     "paths": OmegaConf.to_container(cfg.paths, resolve=True)}), run / "config.yaml")
+    (run / "run.json").write_text(json.dumps({"run_id": "r", "launches": [{"pid": None, "finished": "t"}]}))
+    run_metrics.record_checkpoint(run, 10, {"metrics": {"prompt_level_strict_acc": 0.5}}, "evals/step_000010",
+                                  "callback")
+    return run
+
+
+@pytest.mark.slow  # an evaluator process (~20 s)
+def test_a_benchmark_the_run_never_evaluated_is_backfilled_at_every_export(tiny_model_dir, tmp_path, capsys):
+    """``+eval@evals.extra=ifbench_local``: only the new benchmark is evaluated (the run's own result stays),
+    with the run's model, into evals/extra/step_X and metrics.json's evals/extra."""
+    from ifdistill.callbacks.backfill import main
+    from ifdistill.evaluator.output import read_results_json
+
+    run = _finished_run(tiny_model_dir, tmp_path)
+    assert main([f"run_dir={run}", "+eval@evals.extra=nosuch", "log=false"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    extra = ["+eval@evals.extra=ifbench_local", "evals.extra.backend=hf", "evals.extra.data.max_examples=2",
+             "evals.extra.generation.max_new_tokens=2", "evals.extra.runtime.progress=false"]
+    assert main([f"run_dir={run}", *extra, "log=false", "runner=local"]) == 0
+    recorded = run_metrics.read(run)
+    assert recorded["checkpoints"]["10"]["source"] == "callback"  # untouched
+    entry = recorded["evals"]["extra"]["10"]
+    assert entry["benchmark"] == "ifbench" and entry["source"] == "backfill"
+    results = read_results_json(run / "evals" / "extra" / "step_000010")
+    assert results["config"]["eval"]["benchmark"] == "ifbench" and results["model"]["export_dir"] is not None
+    assert entry["eval_config_hash"] == results["eval_config_hash"] and entry["metrics"] == results["metrics"]
