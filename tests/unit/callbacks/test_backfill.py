@@ -17,17 +17,23 @@ from ifdistill.results import run_metrics
 from tests.support import flip_bytes
 
 
-def test_a_corrupt_export_is_recorded_as_a_failure_and_not_evaluated(tiny_model_dir, tmp_path):
+def _run_with_export(tiny_model_dir, tmp_path) -> tuple:
+    """A run directory with one export of the tiny model (step 10) and the run's config as training stores it
+    (a small HF-backend evaluation of the tiny model, resolved, with the run's model and paths)."""
     run = tmp_path / "run"
     export = run / "exports" / "step_000010"
     shutil.copytree(tiny_model_dir, export / "model")
     (export / "export.json").write_text(json.dumps({"step": 10, "kinds": ["model"], "base_model": "builtin:tiny",
                                                     "weights": weight_hashes(export, recursive=True)}))
-    # the run's config as a training run stores it: a small HF-backend evaluation of the tiny model
     cfg = compose_config(["eval=ifeval_local", "eval.backend=hf", "eval.data.max_examples=2",
                           "eval.generation.max_new_tokens=2", "eval.runtime.progress=false"], output_dir=str(run))
-    OmegaConf.save(OmegaConf.create({"eval": OmegaConf.to_container(cfg.eval, resolve=True),
-                                     "model": OmegaConf.to_container(cfg.model, resolve=True)}), run / "config.yaml")
+    OmegaConf.save(OmegaConf.create({k: OmegaConf.to_container(cfg[k], resolve=True) for k in ("eval", "model", "paths")}),
+                   run / "config.yaml")
+    return run, export
+
+
+def test_a_corrupt_export_is_recorded_as_a_failure_and_not_evaluated(tiny_model_dir, tmp_path):
+    run, export = _run_with_export(tiny_model_dir, tmp_path)
     flip_bytes(export / "model" / "model.safetensors")
     outcome = backfill(run, log=False, timeout_s=300)
     bad = str(export / "model" / "model.safetensors")
@@ -38,23 +44,6 @@ def test_a_corrupt_export_is_recorded_as_a_failure_and_not_evaluated(tiny_model_
     assert not (run / "evals" / "step_000010.backfill.log").exists()  # no evaluator was started
 
 
-def _finished_run(tiny_model_dir, tmp_path):
-    """A finished run with one export (step 10) and its own evaluation of it already recorded."""
-    run = tmp_path / "run"
-    export = run / "exports" / "step_000010"
-    shutil.copytree(tiny_model_dir, export / "model")
-    (export / "export.json").write_text(json.dumps({"step": 10, "kinds": ["model"], "base_model": "builtin:tiny",
-                                                    "weights": weight_hashes(export, recursive=True)}))
-    cfg = compose_config(["eval=ifeval_local", "eval.backend=hf"], output_dir=str(run))
-    OmegaConf.save(OmegaConf.create({"eval": OmegaConf.to_container(cfg.eval, resolve=True),
-                                     "model": OmegaConf.to_container(cfg.model, resolve=True),
-                                     "paths": OmegaConf.to_container(cfg.paths, resolve=True)}), run / "config.yaml")
-    (run / "run.json").write_text(json.dumps({"run_id": "r", "launches": [{"pid": None, "finished": "t"}]}))
-    run_metrics.record_checkpoint(run, 10, {"metrics": {"prompt_level_strict_acc": 0.5}}, "evals/step_000010",
-                                  "callback")
-    return run
-
-
 @pytest.mark.slow  # an evaluator process (~20 s)
 def test_a_benchmark_the_run_never_evaluated_is_backfilled_at_every_export(tiny_model_dir, tmp_path, capsys):
     """``+eval@evals.extra=ifbench_local``: only the new benchmark is evaluated (the run's own result stays),
@@ -62,7 +51,10 @@ def test_a_benchmark_the_run_never_evaluated_is_backfilled_at_every_export(tiny_
     from ifdistill.callbacks.backfill import main
     from ifdistill.evaluator.output import read_results_json
 
-    run = _finished_run(tiny_model_dir, tmp_path)
+    run, _ = _run_with_export(tiny_model_dir, tmp_path)  # finished, its own evaluation of step 10 recorded
+    (run / "run.json").write_text(json.dumps({"run_id": "r", "launches": [{"pid": None, "finished": "t"}]}))
+    run_metrics.record_checkpoint(run, 10, {"metrics": {"prompt_level_strict_acc": 0.5}}, "evals/step_000010",
+                                  "callback")
     assert main([f"run_dir={run}", "+eval@evals.extra=nosuch", "log=false"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
     extra = ["+eval@evals.extra=ifbench_local", "evals.extra.backend=hf", "evals.extra.data.max_examples=2",
