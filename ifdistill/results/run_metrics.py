@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ifdistill import checksum
+from ifdistill.evaluator import benchmark as registry
 from ifdistill.evaluator.benchmark import benchmark_of
 from ifdistill.paths import write_json_atomic
 from ifdistill.rundir import METRICS_JSON as FILENAME
@@ -85,6 +86,17 @@ def update(run_dir: str | os.PathLike, change: Callable[[dict], None]) -> dict:
         change(data)
         write_json_atomic(run_dir / FILENAME, checksum.seal(data, default=str))
     return data
+
+
+def benchmark_of_entry(entry: dict, section: str | None = None) -> str:
+    """The benchmark of a ``checkpoints`` / ``evals`` entry: recorded in it, else (entries written before
+    it was) the section's name when that is a benchmark's, else the one claiming its first metric's name
+    (:func:`ifdistill.evaluator.benchmark.claiming`)."""
+    if entry.get("benchmark"):
+        return str(entry["benchmark"])
+    if section in registry.names():
+        return str(section)
+    return next((b for b in map(registry.claiming, entry.get("metrics") or {}) if b), registry.default_name())
 
 
 def results_of(data: dict, benchmark: str | None = None) -> dict:

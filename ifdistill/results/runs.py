@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 from ifdistill.ifeval.stats import METRICS
-from ifdistill.evaluator import benchmark as registry
 from ifdistill.evaluator import output as eval_output
 from ifdistill.results import run_config, run_metrics
 from ifdistill.evaluator.output import EvalOutput
@@ -309,17 +308,6 @@ class Evaluation:
     results_dir: Path | None
 
 
-def _benchmark_of_entry(section: str, entry: Mapping[str, Any]) -> str:
-    """The benchmark of a metrics.json entry whose results.json is gone: recorded in the entry, else the one
-    claiming its first metric's name (:func:`ifdistill.evaluator.benchmark.claiming`)."""
-    if entry.get("benchmark"):
-        return str(entry["benchmark"])
-    names = registry.names()
-    if section in names:  # an older entry of an extra section named after its benchmark
-        return section
-    return next((b for b in map(registry.claiming, entry.get("metrics") or {}) if b), registry.default_name())
-
-
 def read_evaluation(section: str, step: int | None, entry: Mapping[str, Any], results_dir: Path | None) -> Evaluation:
     """From results_dir's results.json when it exists, else from the metrics.json ``entry``."""
     if results_dir is not None and eval_output.is_eval_dir(results_dir):
@@ -328,7 +316,7 @@ def read_evaluation(section: str, step: int | None, entry: Mapping[str, Any], re
                           raw.get("eval_config_hash"), results_dir)
     metrics = dict(entry.get("metrics") or {})
     values = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    return Evaluation(section, _benchmark_of_entry(section, entry), step, values, entry.get("eval_config_hash"),
+    return Evaluation(section, run_metrics.benchmark_of_entry(entry, section), step, values, entry.get("eval_config_hash"),
                       None)
 
 

@@ -106,51 +106,60 @@ def run_status(run: Path) -> dict[str, Any]:
         "run_id": meta.get("run_id"), "dir": str(run), "state": state, "launches": len(meta.get("launches", [])),
         "last_step": step if step is not None else last_checkpoint_step(run),
         **_latest(run_metrics.results_of(metrics)),
-        "benchmarks": {name: _latest(run_metrics.results_of(metrics, name)) for name in metrics.get("evals") or {}},
+        "benchmarks": {name: _latest(run_metrics.results_of(metrics, name), name) for name in metrics.get("evals") or {}},
         "failures": [f for f in history if not f["resolved"]],
         "resolved_failures": sum(f["resolved"] for f in history),
     }
 
 
-def _latest(results: dict) -> dict[str, Any]:
+def _latest(results: dict, section: str | None = None) -> dict[str, Any]:
     """How many checkpoints of one benchmark are evaluated, and the latest one's step and metrics."""
     evals = sorted(((int(s), c) for s, c in results.items()), key=lambda t: t[0])
     step, entry = evals[-1] if evals else (None, {})
     return {"eval_step": step, "eval": entry.get("metrics", {}), "evaluated": len(evals),
-            "benchmark": entry.get("benchmark") or registry.default_name()}
+            "benchmark": run_metrics.benchmark_of_entry(entry, section)}
 
 
-def _cell(bench: registry.Benchmark, metrics: dict, key: str) -> str:
+def _pct(metrics: dict, key: str) -> str:
     v = metrics.get(key)
-    if not isinstance(v, (int, float)):
-        return "-"
-    return f"{100 * v:.1f}" if bench.fractions else f"{v:.4f}"
+    return f"{100 * v:.1f}" if isinstance(v, (int, float)) else "-"
 
 
-def _columns(latest: Iterable[dict]) -> list[str]:
-    """The headline metrics of the given evaluations' benchmarks, in order, once each."""
-    cols: dict[str, None] = {}
-    for b in latest:
-        bench = registry.get(b["benchmark"])
-        cols.update(dict.fromkeys(bench.headline_metrics({"metrics": b["eval"]}) if b["eval"] else
-                                  bench.headline_metrics({"metrics": {}})))
-    return list(cols)
+def _task_scores(metrics: dict) -> str:
+    """Every metric of a benchmark whose metrics are not all fractions, each ``value±stderr``."""
+    parts = []
+    for key, value in metrics.items():
+        if key.endswith("_stderr") or not isinstance(value, (int, float)):
+            continue
+        se = metrics.get(f"{key}_stderr")
+        parts.append(f"{key} {value:.4f}" + (f"±{se:.4f}" if isinstance(se, (int, float)) else ""))
+    return "; ".join(parts) or "-"
 
 
-def _table(first: list[str], columns: list[str], rows: list[tuple[list[Any], dict]]) -> list[str]:
-    head = "| " + " | ".join([*first, *(registry.short_name(c) for c in columns)]) + " |"
+def _table(first: list[str], rows: list[tuple[list[Any], dict]]) -> list[str]:
+    """Rows of evaluations: benchmarks whose metrics are fractions get a percentage column per headline
+    metric (:meth:`~ifdistill.evaluator.benchmark.Benchmark.headline_metrics`), others one column of
+    every metric."""
+    benches = [registry.get(b["benchmark"]) for _, b in rows]
+    columns: list[str] = []
+    if all(bench.fractions for bench in benches):
+        for bench, (_, b) in zip(benches, rows):
+            columns += [c for c in bench.headline_metrics({"metrics": b["eval"]}) if c not in columns]
+        scores = [[_pct(b["eval"], c) for c in columns] for _, b in rows]
+        names = [registry.short_name(c) for c in columns]
+    else:
+        scores, names = [[_task_scores(b["eval"])] for _, b in rows], ["metrics"]
+    head = "| " + " | ".join([*first, *names]) + " |"
     lines = [head, "|---" * (head.count("|") - 1) + "|"]
-    for cells, b in rows:
-        bench = registry.get(b["benchmark"])
-        lines.append("| " + " | ".join([*(str(c) for c in cells), *(_cell(bench, b["eval"], c) for c in columns)]) + " |")
+    lines += ["| " + " | ".join([*(str(c) for c in cells), *score]) + " |" for (cells, _), score in zip(rows, scores)]
     return lines
 
 
 def format_table(rows: list[dict]) -> str:
     """One table of the runs (their ``eval`` section's latest scores), then one per benchmark evaluated next
-    to it (``callbacks.checkpoint_eval.evals``); the score columns are each benchmark's headline metrics."""
+    to it (``callbacks.checkpoint_eval.evals``), with that benchmark's scores (:func:`_table`)."""
     first = ["run", "state", "launches", "last step", "evals", "open failures", "resolved failures", "eval step"]
-    lines = _table(first, _columns(rows), [
+    lines = _table(first, [
         ([r["run_id"], r["state"], r["launches"], "-" if r["last_step"] is None else r["last_step"], r["evaluated"],
           len(r["failures"]), r["resolved_failures"], "-" if r["eval_step"] is None else r["eval_step"]], r)
         for r in rows])
@@ -160,7 +169,7 @@ def format_table(rows: list[dict]) -> str:
             at = b["eval_step"] if b["eval_step"] is not None else "-"
             extra.setdefault(b["benchmark"], []).append(([r["run_id"], name, b["evaluated"], at], b))
     for group in extra.values():
-        lines += ["", *_table(["run", "benchmark", "evals", "eval step"], _columns(b for _, b in group), group)]
+        lines += ["", *_table(["run", "benchmark", "evals", "eval step"], group)]
     open_failures = [(r["run_id"], f) for r in rows for f in r["failures"]]
     if open_failures:
         lines += ["", "open evaluation failures (`ifdistill-eval backfill run_dir=...` retries them):"]
