@@ -20,12 +20,12 @@ import pytest
 from omegaconf import OmegaConf
 
 from ifdistill.callbacks.eval_logging import step_key
-
-STEP_KEY = step_key("ifeval")
-from ifdistill.ifeval.stats import METRICS as AGGREGATES
 from ifdistill.ifeval.registry import INSTRUCTION_REGISTRY
+from ifdistill.ifeval.stats import METRICS as AGGREGATES
 from ifdistill.sweeps import swept_values
 from ifdistill.wandb_view import benchmarks, compose, main, metric_keys, to_workspace, view_spec
+
+STEP_KEY = step_key("ifeval")
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = ["experiment=ifeval_replay_sweep"]
