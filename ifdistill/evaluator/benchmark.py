@@ -149,14 +149,21 @@ def unregister(name: str) -> None:
     _REGISTRY.pop(name, None)
 
 
+def subpackage_modules(module: str) -> list[Any]:
+    """``ifdistill.evaluator.<pkg>.<module>`` of every subpackage that has one (a benchmark's folder),
+    imported, in name order."""
+    out = []
+    for info in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda i: i.name):
+        if info.ispkg and importlib.util.find_spec(f"{__package__}.{info.name}.{module}") is not None:
+            out.append(importlib.import_module(f"{__package__}.{info.name}.{module}"))
+    return out
+
+
 def _discover() -> None:
     global _DISCOVERED
-    if _DISCOVERED:
-        return
-    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
-        if info.ispkg and importlib.util.find_spec(f"{__package__}.{info.name}.benchmark") is not None:
-            importlib.import_module(f"{__package__}.{info.name}.benchmark")
-    _DISCOVERED = True
+    if not _DISCOVERED:
+        subpackage_modules("benchmark")  # importing each registers it
+        _DISCOVERED = True
 
 
 def names() -> list[str]:

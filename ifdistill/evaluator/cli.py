@@ -32,16 +32,22 @@ def _summary(results: dict) -> str:
     return "\n".join([f"eval_config_hash {results['eval_config_hash']}", *of_results(results).summary(results)])
 
 
-def _quiet(cfg: DictConfig) -> None:
+def _quiet(cfg: DictConfig, log_dir: Optional[str] = None) -> None:
     """The console keeps ifdistill's lines (progress, the summary, errors); the engine's and every library's
-    INFO lines and warnings go to ``<output_dir>/console.log`` beside results.json (``verbose=true``: shown
-    as well), as a training run's do (:func:`ifdistill.console.quiet_console`)."""
+    INFO lines and warnings go to ``console.log`` in ``log_dir`` (``verbose=true``: shown as well), as a
+    training run's do (:func:`ifdistill.console.quiet_console`). By default ``log_dir`` is Hydra's run
+    directory (beside ``eval.log``; the output directory unless ``hydra.run.dir`` says otherwise), so an
+    evaluation refused for bad input writes nothing into its output directory."""
+    from hydra.core.hydra_config import HydraConfig
+
     from ifdistill.console import quiet_console
 
     verbose = bool(cfg.get("verbose", False))
     if not verbose:  # vLLM's records then propagate to the root logger's handlers instead of its own
         os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
-    quiet_console(str(cfg.output_dir), verbose=verbose)
+    if log_dir is None:
+        log_dir = HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else str(cfg.output_dir)
+    quiet_console(log_dir, verbose=verbose)
 
 
 @hydra.main(config_path="pkg://ifdistill.conf", config_name="eval", version_base="1.3")

@@ -7,8 +7,9 @@ an evaluator process unchanged. It has four parts with one rule each:
 - ``data``, ``fewshot``, ``generation`` and the top-level ``backend``/``dtype``/``max_model_len``
   decide *what* is generated and scored; all of them enter ``eval_config_hash``
   (:mod:`ifdistill.evaluator.fingerprint`).
-- ``lmeval`` and ``judge`` configure those benchmarks (``benchmark: lmeval`` / ``judge``) and enter the
-  hash too (the judge's model by the content of its weights).
+- a benchmark's own section (e.g. ``eval.lmeval``) configures that benchmark; its dataclass lives in the
+  benchmark's folder (``ifdistill/evaluator/<name>/settings.py``: ``SECTIONS``) and enters only that
+  benchmark's hash (:func:`benchmark_sections`).
 - ``runtime`` decides only *how fast and where* (memory, threads, devices, batch size, progress
   bar); nothing in it enters the hash. A setting that could change a response must not go there.
 
@@ -112,50 +113,8 @@ class RuntimeSettings:
 
 
 @dataclass
-class LMEvalSettings:
-    """lm-evaluation-harness tasks run through the evaluator's engine (``benchmark: lmeval``;
-    :mod:`ifdistill.evaluator.lmeval`). Every key enters eval_config_hash."""
-
-    tasks: List[str] = field(default_factory=list)  # task, group or tag names lm-eval knows (or include_path adds)
-    num_fewshot: Optional[int] = None  # null: each task's own default (lm-eval's rule: a task fixed at 0 stays 0)
-    fewshot_seed: int = 1234  # lm-eval's default fewshot_random_seed
-    limit: Optional[int] = None  # the first N documents of each task (a smoke test)
-    apply_chat_template: bool = False
-    fewshot_as_multiturn: bool = False  # demonstrations as earlier user/assistant turns (needs the chat template)
-    include_path: List[str] = field(default_factory=list)  # extra folders of task YAMLs (local datasets)
-    bootstrap_iters: int = 100000  # lm-eval's default: standard errors of non-mean aggregates
-
-
-@dataclass
-class JudgeModelSettings:
-    """The judge model (a hub name, a local directory or ``builtin:tiny``), served by ``eval.backend``."""
-
-    name_or_path: str = "Qwen/Qwen3-8B"
-    revision: Optional[str] = None
-    dtype: Optional[str] = None  # null: eval.dtype
-    chat_template: Optional[str] = None  # null: the judge tokenizer's own
-    enable_thinking: Optional[bool] = False
-    max_model_len: Optional[int] = None  # null: the judge's own context length
-
-
-@dataclass
-class JudgeSettings:
-    """An LLM judge of the evaluated model's responses (``benchmark: judge``;
-    :mod:`ifdistill.evaluator.judge`). Every key enters eval_config_hash (the judge's weights by content)."""
-
-    mode: str = "absolute"  # absolute (a rubric score per response) | pairwise (against ``reference``)
-    model: JudgeModelSettings = field(default_factory=JudgeModelSettings)
-    max_new_tokens: int = 512  # the judge decodes greedily
-    score_min: int = 1
-    score_max: int = 10
-    absolute_template: str = ""  # placeholders {prompt} {response}
-    pairwise_template: str = ""  # placeholders {prompt} {response_a} {response_b}
-    reference: Optional[str] = None  # pairwise: a samples.jsonl (or its directory) of reference responses
-
-
-@dataclass
 class EvalSettings:
-    """The ``eval`` config section."""
+    """The ``eval`` config section's shared settings (every benchmark's own section is added below)."""
 
     name: Optional[str] = None  # null: the benchmark's name
     # Which registered benchmark evaluates (ifdistill.evaluator.benchmark; null: the default one). W&B
@@ -168,8 +127,25 @@ class EvalSettings:
     fewshot: FewShotSettings = field(default_factory=FewShotSettings)
     generation: GenerationSettings = field(default_factory=GenerationSettings)
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
-    lmeval: LMEvalSettings = field(default_factory=LMEvalSettings)
-    judge: JudgeSettings = field(default_factory=JudgeSettings)
+
+
+def benchmark_sections() -> dict[str, type]:
+    """The config sections benchmarks add to ``eval`` (``SECTIONS`` of each benchmark subpackage's ``settings``
+    module, :func:`ifdistill.evaluator.benchmark.subpackage_modules`), by key."""
+    from ifdistill.evaluator.benchmark import subpackage_modules
+
+    out: dict[str, type] = {}
+    for module in subpackage_modules("settings"):
+        out.update(getattr(module, "SECTIONS", {}))
+    return out
+
+
+# The eval section's schema: the shared settings above plus every benchmark's own section.
+EvalSettings = dataclasses.make_dataclass(
+    "EvalSettings", [(key, cls, field(default_factory=cls)) for key, cls in benchmark_sections().items()],
+    bases=(EvalSettings,))
+EvalSettings.__module__ = __name__
+EvalSettings.__doc__ = "The ``eval`` config section: the shared settings and each benchmark's own section."
 
 
 @dataclass

@@ -24,7 +24,6 @@ OWN = ("ifdistill/evaluator/ifeval/", "ifdistill/evaluator/ifbench/", "ifdistill
 NOT_YET = {
     "ifdistill/data/records.py": "the 'ifeval' row layout of training/eval data (a data schema, not the benchmark)",
     "ifdistill/paths.py": "the shared offline copy of IFEval's prompts (ifeval_input_path)",
-    "ifdistill/evaluator/settings.py": "the lmeval and judge sections are still fields of EvalSettings",
     "ifdistill/results/cli.py": "the report's per-run tables are IFEval's four metrics (--select-metric)",
     "ifdistill/results/icl_gap.py": "the ICL-gap report compares IFEval's four metrics",
     "ifdistill/results/lora_check.py": "the LoRA check scores responses with IFEval's scorer",

@@ -46,7 +46,7 @@ from ifdistill.evaluator.output import SAMPLES_FILE
 from ifdistill.evaluator.prompts import load_tokenizer, stop_token_ids
 from ifdistill.evaluator.results import package_versions, publish
 from ifdistill.evaluator.plan import EvalPlan, generate_responses
-from ifdistill.evaluator.settings import JudgeSettings
+from ifdistill.evaluator.judge.settings import JudgeSettings
 
 log = logging.getLogger(__name__)
 
