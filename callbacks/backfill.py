@@ -18,6 +18,13 @@ Where it runs: by default where the run's own evaluations ran (``callbacks.check
 ``devices`` and ``retries`` apply unless given; there is no time limit unless ``timeout_s`` is given
 (a run's limit is set against the training it must not hold up, which back-fill does not have).
 
+A benchmark the run never evaluated is added by naming it as the callback's ``evals`` are named in
+training: ``+eval@evals.<name>=<conf/eval option>`` (its keys ``evals.<name>.<key>=<value>``), e.g.
+``ifdistill-eval backfill run_dir=... +eval@evals.lab=lmeval_lab_table``. Its section is resolved against
+the run's own ``model`` and ``paths``, so it evaluates every export exactly as the same option in training
+would; its results land in ``evals/<name>/step_X``, ``metrics.json``'s ``evals/<name>`` and the resumed W&B
+run on ``<benchmark>/step``.
+
 Every export is verified against the sha256 digests of its ``export.json`` first
 (:func:`~ifdistill.evaluator.model_source.verify_export`, all parts): a corrupt export is recorded as a
 failure naming the file and no evaluator is started for it.
@@ -26,6 +33,7 @@ failure naming the file and no evaluator is started for it.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -37,7 +45,36 @@ from ifdistill.callbacks.evaluations import CheckpointEvaluations
 from ifdistill.rundir import RunDir
 
 USAGE = ("usage: ifdistill-eval backfill run_dir=RUN_DIR [steps=[200,400]] [runner=local|slurm|persistent] "
-         "[slurm.partition=gpu ...] [devices={cpu_threads_bind: '1'}] [timeout_s=3600] [retries=1] [log=true]")
+         "[slurm.partition=gpu ...] [devices={cpu_threads_bind: '1'}] [timeout_s=3600] [retries=1] [log=true] "
+         "[+eval@evals.NAME=OPTION [evals.NAME.KEY=VALUE ...]]")
+NEW_EVAL = re.compile(r"^\+eval@evals\.(\w+)=(\S+)$")
+NEW_EVAL_KEY = re.compile(r"^evals\.(\w+)\.(.+)$")
+
+
+def added_evals(argv: Sequence[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """``{name: evaluator overrides}`` of the benchmarks the command line adds, and the other arguments."""
+    added: dict[str, list[str]] = {}
+    rest = []
+    for arg in argv:
+        if m := NEW_EVAL.match(arg):
+            added.setdefault(m.group(1), []).insert(0, f"eval={m.group(2)}")
+        elif (m := NEW_EVAL_KEY.match(arg)) and m.group(1) in {n.group(1) for n in map(NEW_EVAL.match, argv) if n}:
+            added.setdefault(m.group(1), []).append(f"eval.{m.group(2)}")
+        else:
+            rest.append(arg)
+    return added, rest
+
+
+def added_sections(cfg: DictConfig, added: dict[str, list[str]]) -> dict[str, dict]:
+    """Each added benchmark's eval section from its ``conf/eval`` option, resolved against the run's config."""
+    from ifdistill.evaluator.cli import compose_config
+
+    out = {}
+    for name, overrides in added.items():
+        section = OmegaConf.to_container(compose_config(overrides).eval, resolve=False)
+        merged = OmegaConf.merge(cfg, {"backfill_evals": {name: section}})
+        out[name] = OmegaConf.to_container(merged.backfill_evals[name], resolve=True)
+    return out
 
 
 def _callback_section(cfg: DictConfig) -> DictConfig:
@@ -48,8 +85,12 @@ def _callback_section(cfg: DictConfig) -> DictConfig:
 
 def backfill(run_dir: str | os.PathLike, *, steps: Optional[Sequence[int]] = None, runner: Any = "run",
              runner_options: Optional[dict] = None, devices: Optional[dict] = None, log: bool = True,
-             timeout_s: Optional[float] = None, retries: Optional[int] = None) -> dict[int, str]:
+             timeout_s: Optional[float] = None, retries: Optional[int] = None,
+             add: Optional[dict[str, list[str]]] = None) -> dict[int, str]:
     """Evaluate the missing (or the given) steps; returns ``{step: "ok" | failure reason}``.
+
+    ``add``: benchmarks the run never evaluated, ``{name: evaluator overrides}`` (:func:`added_evals`),
+    evaluated at every export beside the run's own.
 
     ``runner``: ``"run"`` (what the run's config names; local when it names none), ``"local"``,
     ``"slurm"``, a config node with ``_target_`` or a runner object."""
@@ -69,9 +110,10 @@ def backfill(run_dir: str | os.PathLike, *, steps: Optional[Sequence[int]] = Non
                       timeout_s=float(timeout_s if timeout_s is not None else "inf"),
                       retries=int(retries if retries is not None else settings.get("retries", 1)),
                       runner=make_runner(runner, **options))
-    extra = section.get("evals") or {}  # the eval sections as configs, like the callback's
+    extra = {str(k): v for k, v in (section.get("evals") or {}).items()}  # the eval sections, like the callback's
+    extra.update(added_sections(cfg, add or {}))
     evaluations = CheckpointEvaluations(
-        run, {None: cfg.eval, **{str(k): v for k, v in extra.items()}}, queue=queue, source="backfill", model_cfg=cfg.model,
+        run, {None: cfg.eval, **extra}, queue=queue, source="backfill", model_cfg=cfg.model,
         evaluate_kind=str(settings.get("evaluate_kind", "auto")),
         devices=devices if devices is not None else settings.get("devices"))
     exports = run.finished_exports()
@@ -115,7 +157,12 @@ def _loggers(cfg: Any, run: RunDir) -> list:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = OmegaConf.from_dotlist(list(sys.argv[1:] if argv is None else argv))
+    add, rest = added_evals(list(sys.argv[1:] if argv is None else argv))
+    try:
+        args = OmegaConf.from_dotlist(rest)
+    except Exception as err:  # noqa: BLE001 - omegaconf's grammar errors
+        print(f"ifdistill-eval backfill: {str(err).splitlines()[0]}\n{USAGE}", file=sys.stderr)
+        return 2
     if not args.get("run_dir"):
         print(USAGE, file=sys.stderr)
         return 2
@@ -128,10 +175,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"ifdistill-eval backfill: runner={runner}: use local, slurm or persistent\n{USAGE}", file=sys.stderr)
         return 2
     plain = OmegaConf.to_container(args)
+    if add:
+        from ifdistill.evaluator.cli import one_line
+
+        try:  # an unknown option or key: one line, before anything runs
+            added_sections(OmegaConf.load(run.config_yaml), add)
+        except Exception as err:  # noqa: BLE001 - hydra's and omegaconf's composition errors
+            print(f"ifdistill-eval backfill: {one_line(err)}", file=sys.stderr)
+            return 2
     outcome = backfill(run.root, steps=[int(s) for s in plain.get("steps") or []] or None, runner=runner,
                        runner_options=plain.get("slurm") if runner == "slurm" else None,
                        devices=plain.get("devices"), log=bool(plain.get("log", True)),
-                       timeout_s=plain.get("timeout_s"), retries=plain.get("retries"))
+                       timeout_s=plain.get("timeout_s"), retries=plain.get("retries"), add=add)
     if not outcome:
         print(f"[backfill] nothing to do: every export of {run.root} has a result")
     for step, what in sorted(outcome.items()):

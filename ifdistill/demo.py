@@ -27,7 +27,8 @@ from pathlib import Path
 
 from ifdistill.console import LOG_FILE
 from ifdistill.evaluator.launch import REQUEST_DIR, REQUEST_NAME
-from ifdistill.evaluator.output import METRICS, read_results_json
+from ifdistill.evaluator.benchmark import of_results, short_name
+from ifdistill.evaluator.output import read_results_json
 from ifdistill.paths import REPO_ROOT
 from ifdistill.results import run_metrics
 from ifdistill.rundir import RunDir
@@ -48,8 +49,8 @@ def _run(argv: list[str], env: dict[str, str], what: str, log: Path | None = Non
     print(f"[demo] {what}: {time.perf_counter() - t0:.0f}s" + (f" (output in {log})" if log else ""), flush=True)
 
 
-def _row(label: str, metrics: dict) -> str:
-    return f"| {label} | " + " | ".join(f"{100 * metrics[m]:.1f}" if m in metrics else "-" for m in METRICS) + " |"
+def _row(label: str, metrics: dict, columns: list[str]) -> str:
+    return f"| {label} | " + " | ".join(f"{100 * metrics[m]:.1f}" if m in metrics else "-" for m in columns) + " |"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,13 +109,15 @@ def main(argv: list[str] | None = None) -> int:
     plots = [f for f in report["files"] if str(f).endswith(".png")]
     print(f"plots:           {run.report} ({', '.join(f.name for f in plots)})")
     # the table and the identity line close the demo's output (one screen in all: tests/integration/train/test_demo.py)
-    print(f"\nIFEval on the synthetic eval split (%), in training and after it (demo total "
+    bench = of_results(post)  # the table's columns are the evaluated benchmark's headline metrics
+    cols = bench.headline_metrics(post)
+    print(f"\n{bench.display} on the synthetic eval split (%), in training and after it (demo total "
           f"{time.perf_counter() - started:.0f}s):")
-    print("| step | prompt strict | inst strict | prompt loose | inst loose |")
-    print("|---|---|---|---|---|")
+    print("| step | " + " | ".join(short_name(c) for c in cols) + " |")
+    print("|---" * (len(cols) + 1) + "|")
     for s in steps:
-        print(_row(str(s), metrics["checkpoints"][str(s)]["metrics"]))
-    print(_row(f"{steps[-1]} (ifdistill-eval, after training)", post["metrics"]))
+        print(_row(str(s), metrics["checkpoints"][str(s)]["metrics"], cols))
+    print(_row(f"{steps[-1]} (ifdistill-eval, after training)", post["metrics"], cols))
     same = post.get("eval_config_hash") == metrics["checkpoints"][str(steps[-1])]["eval_config_hash"]
     print(f"eval_config_hash identical in training and after: {same}")
     return 0

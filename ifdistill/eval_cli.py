@@ -4,6 +4,8 @@
   checkpoint evaluation runs);
 - ``ifdistill-eval backfill run_dir=...``: evaluate a training run's checkpoints that have no result
   (:mod:`ifdistill.callbacks.backfill`);
+- ``ifdistill-eval rerun <eval dir> [KEY=VALUE ...]``: evaluate again with a finished evaluation's recorded
+  configuration (:mod:`ifdistill.evaluator.rerun`);
 - ``ifdistill-eval serve --spool=DIR``: one long-lived evaluator for a training run's checkpoints
   (:mod:`ifdistill.evaluator.serve`; the persistent engine starts it).
 
@@ -21,6 +23,14 @@ def main() -> None:
 
         del sys.argv[1]
         sys.exit(backfill_main())
+    if sys.argv[1:2] == ["rerun"]:
+        import os
+
+        from ifdistill.evaluator.launch import clean_environment
+        from ifdistill.evaluator.rerun import main as rerun_main
+
+        clean_environment(os.environ)
+        sys.exit(rerun_main(sys.argv[2:]))
     if sys.argv[1:2] == ["serve"]:
         import os
 

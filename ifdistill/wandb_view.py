@@ -4,12 +4,12 @@ W&B's automatic layout puts every logged key in its own panel (~60 per-type IFEv
 nothing by the swept factors and shows no error bars, so every researcher rebuilds the same view by
 hand. This module states that view once, as a JSON-able specification built from the training config:
 
-- **IFEval** (and each further benchmark the config evaluates): prompt/instruction x strict/loose
-  against ``<benchmark>/step``;
+- one section per benchmark the config evaluates: the metrics its eval sections log
+  (:meth:`~ifdistill.evaluator.benchmark.Benchmark.panel_metrics`) against ``<benchmark>/step``;
 - **Training**: train and held-out (``val/<name>/*``) teacher-forced CE and accuracy;
-- **Teacher-forced vs IFEval**: per run, held-out accuracy against prompt-level strict accuracy (a
-  scatter of the latest values) and the two curves side by side;
-- **Per instruction type**: one bar panel of every type's strict accuracy, not one panel per key.
+- **Teacher-forced vs <first benchmark>**: per run, held-out accuracy against the first benchmark's
+  headline (a scatter of the latest values) and the two curves side by side;
+- **Per type** (a benchmark with a per-type breakdown): one bar panel of every type, not one panel per key.
 
 Runs are filtered to the sweep's W&B group and grouped by the swept values except the seed, so the
 seeds of one (method, ratio) cell are one line: their mean with a standard-error band. The swept values
@@ -23,29 +23,20 @@ contacts W&B.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from ifdistill.cli_args import ArgumentParser
-from ifdistill.evaluator.output import METRICS
+from ifdistill.evaluator import benchmark as registry
 from ifdistill.sweeps import run_config_key, swept_keys
 
 AGGREGATED = ("seed",)  # swept keys whose runs are averaged within a group rather than split by
 TRAIN_STEP = "trainer/global_step"  # Lightning's WandbLogger x axis for train/* and val/*
-HEADLINE = METRICS[0]  # prompt-level strict accuracy, the number papers report first
-TYPE_METRIC = "strict_acc"  # the per-instruction-type value the compact panel shows
-DISPLAY = {"ifeval": "IFEval", "ifbench": "IFBench"}
-# Where each benchmark's instruction ids are registered (the per-type panel lists every id).
-TYPE_REGISTRIES = {
-    "ifeval": ("ifdistill.ifeval.registry", "INSTRUCTION_REGISTRY"),
-    "ifbench": ("ifdistill.ifbench.registry", "IFBENCH_REGISTRY"),
-}
 
 
 def _conf_dir() -> Path:
@@ -54,26 +45,37 @@ def _conf_dir() -> Path:
     return Path(ifdistill.conf.__file__).resolve().parent
 
 
-def benchmarks(cfg: Any) -> list[str]:
-    """The benchmarks a run evaluates at its checkpoints: ``eval.benchmark`` (``ifeval`` when the eval
-    config names none) plus that of each section in ``callbacks.checkpoint_eval.evals`` (``{name: eval
-    section}``, as the callback reads it). Empty when no checkpoint-eval callback runs."""
+def _plain(section: Any) -> dict:
+    if not isinstance(section, DictConfig):
+        return dict(section or {})
+    try:
+        return OmegaConf.to_container(section, resolve=True)
+    except Exception:  # noqa: BLE001 - an interpolation only a running job resolves; the panels need none of it
+        return OmegaConf.to_container(section, resolve=False)
+
+
+def eval_sections(cfg: Any) -> dict[str, list[dict]]:
+    """The eval sections a run evaluates at its checkpoints, by benchmark: ``eval`` plus each section of
+    ``callbacks.checkpoint_eval.evals`` (``{name: eval section}``, as the callback reads it); a section
+    without ``benchmark`` is the default benchmark's. Empty when no checkpoint-eval callback runs."""
     callback = (cfg.get("callbacks") or {}).get("checkpoint_eval")
     if callback is None or not callback.get("_target_"):  # training instantiates only entries with one
-        return []
-    sections = [cfg.get("eval") or {}, *(callback.get("evals") or {}).values()]
-    return list(dict.fromkeys(str(section.get("benchmark") or "ifeval") for section in sections))
+        return {}
+    out: dict[str, list[dict]] = {}
+    for section in [cfg.get("eval") or {}, *(callback.get("evals") or {}).values()]:
+        plain = _plain(section)
+        out.setdefault(str(plain.get("benchmark") or registry.default_name()), []).append(plain)
+    return out
+
+
+def benchmarks(cfg: Any) -> list[str]:
+    """The benchmarks a run evaluates at its checkpoints (:func:`eval_sections`), in config order."""
+    return list(eval_sections(cfg))
 
 
 def instruction_ids(benchmark: str) -> list[str]:
-    """Every instruction id of ``benchmark``, from its registry (sorted)."""
-    if benchmark not in TYPE_REGISTRIES:
-        raise ValueError(f"benchmark {benchmark!r}: no instruction registry known (known: {sorted(TYPE_REGISTRIES)})")
-    module, attr = TYPE_REGISTRIES[benchmark]
-    try:
-        return sorted(getattr(importlib.import_module(module), attr))
-    except (ImportError, AttributeError) as err:
-        raise ValueError(f"benchmark {benchmark!r}: its registry {module}.{attr} is not available ({err})") from None
+    """Every type id of ``benchmark``'s per-type breakdown (sorted; none for a benchmark without one)."""
+    return sorted(registry.get(benchmark).type_ids({}))
 
 
 def val_names(cfg: DictConfig) -> list[str]:
@@ -100,36 +102,49 @@ def _line(title: str, x: str, y: Sequence[str]) -> dict:
     return {"type": "line", "title": title, "x": x, "y": list(y)}
 
 
-def _benchmark_section(bm: str) -> dict:
+def _panel_metrics(bm: str, sections: Sequence[dict]) -> list[str]:
+    bench = registry.get(bm)
+    return list(dict.fromkeys(m for section in sections or [{}] for m in bench.panel_metrics(section)))
+
+
+def _benchmark_section(bm: str, metrics: Sequence[str]) -> dict:
     step = f"{bm}/step"
-    return {"name": DISPLAY.get(bm, bm), "panels": [
-        _line(f"{bm} {v.replace('_acc', '').replace('_', ' ')}", step, [f"{bm}/{v}"]) for v in METRICS]}
+    return {"name": registry.get(bm).display or bm, "panels": [
+        _line(f"{bm} {v.replace('_acc', '').replace('_', ' ')}", step, [f"{bm}/{v}"]) for v in metrics]}
 
 
-def _types_section(bm: str) -> dict:
-    keys = [f"{bm}_type/{iid}/{TYPE_METRIC}" for iid in instruction_ids(bm)]
-    return {"name": f"{DISPLAY.get(bm, bm)} per instruction type", "panels": [
-        {"type": "bar", "title": f"{bm} {TYPE_METRIC.replace('_', ' ')} per instruction type (latest checkpoint)",
+def _types_section(bm: str) -> Optional[dict]:
+    bench = registry.get(bm)
+    ids = instruction_ids(bm)
+    if not ids:
+        return None
+    keys = [f"{bm}_type/{iid}/{bench.type_value}" for iid in ids]
+    return {"name": f"{bench.display or bm} per {bench.type_label}", "panels": [
+        {"type": "bar", "title": f"{bm} {bench.type_value.replace('_', ' ')} per {bench.type_label} (latest checkpoint)",
          "metrics": keys}]}
 
 
 def view_spec(cfg: DictConfig, *, group: str, entity: Optional[str] = None, project: Optional[str] = None,
               name: Optional[str] = None, bench: Optional[Sequence[str]] = None) -> dict:
     """The view of ``group``'s runs as a JSON-able dict (what ``--dry-run`` prints)."""
-    bms = list(bench) if bench is not None else benchmarks(cfg)
+    by_bench = eval_sections(cfg)
+    bms = list(bench) if bench is not None else list(by_bench)
+    metrics = {b: _panel_metrics(b, by_bench.get(b, [])) for b in bms}
     vals = val_names(cfg)
     grouping = [run_config_key(k) for k in swept_keys(cfg) if k.split(".")[-1] not in AGGREGATED]
     training = [_line(f"train {m}", TRAIN_STEP, [f"train/{m}"]) for m in ("ce", "acc")]
     training += [_line(f"held-out {m}", TRAIN_STEP, [f"val/{v}/{m}" for v in vals]) for m in ("ce", "acc") if vals]
-    sections = [_benchmark_section(b) for b in bms]
-    if bms and vals:
-        tf, bm = f"val/{vals[0]}/acc", bms[0]
-        sections.append({"name": "teacher-forced vs " + DISPLAY.get(bm, bm), "panels": [
-            {"type": "scatter", "title": f"{tf} vs {bm}/{HEADLINE} per run (latest)", "x": tf, "y": f"{bm}/{HEADLINE}"},
+    sections = [_benchmark_section(b, metrics[b]) for b in bms]
+    headed = [b for b in bms if metrics[b]]
+    if headed and vals:
+        tf, bm = f"val/{vals[0]}/acc", headed[0]
+        head = metrics[bm][0]
+        sections.append({"name": "teacher-forced vs " + (registry.get(bm).display or bm), "panels": [
+            {"type": "scatter", "title": f"{tf} vs {bm}/{head} per run (latest)", "x": tf, "y": f"{bm}/{head}"},
             _line(f"teacher-forced {tf}", TRAIN_STEP, [tf]),
-            _line(f"{bm} {HEADLINE}", f"{bm}/step", [f"{bm}/{HEADLINE}"])]})
+            _line(f"{bm} {head}", f"{bm}/step", [f"{bm}/{head}"])]})
     sections.append({"name": "training", "panels": training})
-    sections += [_types_section(b) for b in bms]
+    sections += [t for t in (_types_section(b) for b in bms) if t is not None]
     logger = cfg.get("logger") or {}
     return {
         "entity": entity, "project": project or logger.get("project") or "ifdistill",

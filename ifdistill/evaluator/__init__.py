@@ -1,13 +1,16 @@
-"""The one IFEval evaluator: ``ifdistill-eval`` by hand, the checkpoint callback in training, tests.
+"""The one evaluator: ``ifdistill-eval`` by hand, the checkpoint callback in training, tests.
 
 Modules: ``run`` (:func:`evaluate`, the code path everyone uses), ``cli`` (the Hydra entry point),
-``launch`` (:func:`evaluator_command`: argv + environment for a separate evaluator process),
-``settings`` (the ``eval`` config schema), ``model_source`` (what is evaluated), ``dataset`` and
-``prompts`` (what the model reads), ``generation`` (requests and post-processing), ``backends``
+``rerun`` (``ifdistill-eval rerun <eval dir>``), ``launch`` (:func:`evaluator_command`: argv + environment
+for a separate evaluator process), ``settings`` (the ``eval`` config schema), ``model_source`` (what is
+evaluated), ``dataset`` and ``prompts`` (what the model reads), ``plan`` (what every benchmark's plan
+holds; the plan over ``eval.data``'s rows), ``generation`` (requests and post-processing), ``backends``
 (which backend) / ``backend_vllm`` / ``backend_hf`` (how it writes and scores), ``fingerprint``
-(``eval_config_hash``), ``results`` / ``schema`` (what is written), ``lmeval`` (lm-eval tasks as one
-more benchmark on the same plan, engine and writer), ``judge`` (an LLM judge of the responses: absolute
-scores or pairwise win rate, served by the same backends).
+(``eval_config_hash``), ``results`` / ``schema`` / ``output`` (what is written and read).
+
+``benchmark``: the interface and registry of benchmarks; each subpackage with a ``benchmark`` module is
+one (``ifeval``, ``ifbench``, ``lmeval``, ``judge``), found by the registry, never imported by the modules
+above.
 
 Importing this package is cheap: torch, transformers and vLLM load only when an evaluation runs.
 """

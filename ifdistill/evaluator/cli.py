@@ -26,25 +26,28 @@ log = logging.getLogger("ifdistill.evaluator")
 
 
 def _summary(results: dict) -> str:
-    m, t = results["metrics"], results["timings"]
-    if "judge" in results:  # an LLM judge (ifdistill.evaluator.judge)
-        from ifdistill.evaluator.judge.run import summary_line
+    """The hash, then the benchmark's own lines (:meth:`~ifdistill.evaluator.benchmark.Benchmark.summary`)."""
+    from ifdistill.evaluator.benchmark import of_results
 
-        return (f"eval_config_hash {results['eval_config_hash']}  prompts {m['num_prompts']}\n  {summary_line(results)}\n"
-                f"  time: prepare {t['prepare_s']:.1f}s  load {t['load_s']:.1f}s  generate {t['generate_s']:.1f}s  "
-                f"judge {t['judge_s']:.1f}s")
-    if "tasks" in results:  # lm-eval tasks (ifdistill.evaluator.lmeval)
-        lines = [f"eval_config_hash {results['eval_config_hash']}  documents {results['counts']['num_documents']}"]
-        lines += [f"  {k} {v:.4f}" + (f" ± {m[k + '_stderr']:.4f}" if m.get(k + "_stderr") is not None else "")
-                  for k, v in m.items() if not k.endswith("_stderr") and v is not None]
-        lines.append(f"  time: prepare {t['prepare_s']:.1f}s  load {t['load_s']:.1f}s  evaluate {t['evaluate_s']:.1f}s  "
-                     f"({t['documents_per_s']:.1f} documents/s)")
-        return "\n".join(lines)
-    return (f"eval_config_hash {results['eval_config_hash']}  prompts {m['num_prompts']}\n"
-            f"  prompt strict {m['prompt_level_strict_acc']:.4f}  inst strict {m['inst_level_strict_acc']:.4f}  "
-            f"prompt loose {m['prompt_level_loose_acc']:.4f}  inst loose {m['inst_level_loose_acc']:.4f}\n"
-            f"  time: prepare {t['prepare_s']:.1f}s  load {t['load_s']:.1f}s  generate {t['generate_s']:.1f}s  "
-            f"score {t['score_s']:.1f}s  ({t['generated_tokens_per_s']:.0f} generated tokens/s)")
+    return "\n".join([f"eval_config_hash {results['eval_config_hash']}", *of_results(results).summary(results)])
+
+
+def _quiet(cfg: DictConfig, log_dir: Optional[str] = None) -> None:
+    """The console keeps ifdistill's lines (progress, the summary, errors); the engine's and every library's
+    INFO lines and warnings go to ``console.log`` in ``log_dir`` (``verbose=true``: shown as well), as a
+    training run's do (:func:`ifdistill.console.quiet_console`). By default ``log_dir`` is Hydra's run
+    directory (beside ``eval.log``; the output directory unless ``hydra.run.dir`` says otherwise), so an
+    evaluation refused for bad input writes nothing into its output directory."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from ifdistill.console import quiet_console
+
+    verbose = bool(cfg.get("verbose", False))
+    if not verbose:  # vLLM's records then propagate to the root logger's handlers instead of its own
+        os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
+    if log_dir is None:
+        log_dir = HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else str(cfg.output_dir)
+    quiet_console(log_dir, verbose=verbose)
 
 
 @hydra.main(config_path="pkg://ifdistill.conf", config_name="eval", version_base="1.3")
@@ -53,12 +56,11 @@ def _app(cfg: DictConfig) -> None:
     from ifdistill.evaluator.output import RESULTS_FILE
     from ifdistill.evaluator.run import evaluate
 
+    _quiet(cfg)
     try:
         results = evaluate(cfg)
     except input_errors() as err:
-        log.error("%s: %s", type(err).__name__, err)
-        print(f"ifdistill-eval: error: {err}", file=sys.stderr)
-        sys.exit(2)
+        _refuse(err)
     print(_summary(results))
     print(f"  results: {os.path.join(str(cfg.output_dir), RESULTS_FILE)}")
 
@@ -76,8 +78,39 @@ def compose_config(overrides: Sequence[str] = (), *, output_dir: Optional[str] =
         return compose("eval", overrides=[*extra, *overrides])
 
 
+def one_line(err: BaseException) -> str:
+    """An error as one line: its first line, and the key OmegaConf names on a later one (``full_key: ...``)."""
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    key = next((line.removeprefix("full_key:").strip() for line in lines[1:] if line.startswith("full_key:")), "")
+    text = (lines[0] if lines else type(err).__name__) + (f" (key {key})" if key and key not in lines[0] else "")
+    cause = err.__cause__
+    return f"{text.rstrip('.')}: {one_line(cause)}" if cause is not None and str(cause).strip() else text
+
+
+def _refuse(err: BaseException) -> None:
+    print(f"ifdistill-eval: error: {one_line(err)}", file=sys.stderr)
+    sys.exit(2)
+
+
+def _check_overrides(argv: Sequence[str]) -> None:
+    """Compose the config from the command line's overrides before Hydra runs the app: an unknown key, an
+    unknown config (``eval=nosuch``) or an override that does not parse is one line and exit 2 rather than
+    Hydra's report and exit 1. Hydra's own flags (``--help``, ``-m``, ...) are left to Hydra."""
+    if any(a.startswith("-") for a in argv):
+        return
+    try:
+        compose_config(argv)
+    except Exception as err:  # noqa: BLE001 - hydra's and omegaconf's composition errors, whatever their class
+        _refuse(err)
+    finally:
+        from hydra.core.global_hydra import GlobalHydra
+
+        GlobalHydra.instance().clear()
+
+
 def main() -> None:
     clean_environment(os.environ)
+    _check_overrides(sys.argv[1:])
     _app()
 
 

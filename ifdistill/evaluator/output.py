@@ -9,7 +9,8 @@ accuracy, the config hash) and per-prompt pass/fail vectors keyed by the prompt'
 
 Tolerated variations (each seen or plausible in an evaluator's history):
 
-- aggregates nested under ``"metrics"`` or at the top level of results.json;
+- aggregates nested under ``"metrics"`` or at the top level of results.json (which ones exist is the
+  benchmark's: :mod:`ifdistill.evaluator.benchmark`);
 - per-type accuracy under ``"per_instruction_type"`` (``{id: {strict_acc, loose_acc, count}}``);
 - a sample's instruction ids under ``instruction_id_list`` (IFEval's name) or ``instruction_ids``;
 - a sample's key under ``key`` (IFEval) or ``id``; without either, its line number.
@@ -29,14 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from ifdistill import checksum
-from ifdistill.ifeval.stats import METRICS  # the four aggregates, named as lm-eval names them
+from ifdistill.evaluator.benchmark import benchmark_of, of_results
 
 RESULTS_FILE = "results.json"
 SAMPLES_FILE = "samples.jsonl"
 MODES = ("strict", "loose")
-__all__ = ["METRICS", "RESULTS_FILE", "SAMPLES_FILE", "EvalOutput", "PromptResult", "benchmark_of", "iter_sample_rows", "load",
-           "read_results",
-           "read_results_json", "metric_values"]
+__all__ = ["RESULTS_FILE", "SAMPLES_FILE", "EvalOutput", "PromptResult", "benchmark_of", "iter_sample_rows", "load",
+           "read_results", "read_results_json", "metric_values"]
 
 
 class EvalOutputError(ValueError):
@@ -134,36 +134,21 @@ class EvalOutput:
 
 def _aggregates(results: Mapping[str, Any]) -> dict[str, Any]:
     nested = results.get("metrics")
-    if isinstance(nested, Mapping) and any(m in nested for m in METRICS):
+    if isinstance(nested, Mapping):
         return dict(nested)
-    return {k: v for k, v in results.items() if k.startswith(("prompt_level_", "inst_level_", "num_"))}
-
-
-#: Benchmarks whose results.json ``metrics`` are their own (not IFEval's four aggregates): every numeric value counts.
-OWN_METRICS = ("lmeval", "judge")
-
-
-def benchmark_of(results: Mapping[str, Any]) -> str:
-    """The benchmark an evaluation belongs to (results.json ``config.eval.benchmark``; ``ifeval`` when absent)."""
-    return ((results.get("config") or {}).get("eval") or {}).get("benchmark") or "ifeval"
+    return {k: v for k, v in results.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def metric_values(results: Mapping[str, Any]) -> dict[str, float]:
-    """The aggregates and their standard errors (``<metric>_stderr``) as floats; absent or null values are
-    left out. IFEval/IFBench: the four aggregates; lm-eval: every ``<task>/<metric>[/<filter>]``; the judge:
-    win rate or mean score and its counts (:mod:`ifdistill.evaluator.judge.verdicts`)."""
-    if benchmark_of(results) in OWN_METRICS:
-        return {k: float(v) for k, v in (results.get("metrics") or {}).items()
-                if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    found = _aggregates(results)
-    return {key: float(found[key]) for name in METRICS for key in (name, f"{name}_stderr")
-            if found.get(key) is not None}
+    """The aggregates and their standard errors (``<metric>_stderr``) as floats, absent or null values left
+    out, as the results' benchmark reads them (:meth:`~ifdistill.evaluator.benchmark.Benchmark.metric_values`)."""
+    return of_results(results).metric_values(results)
 
 
 def from_results(path: str | os.PathLike, results: Mapping[str, Any]) -> EvalOutput:
     """An :class:`EvalOutput` from already-parsed results.json content (``path`` holds the samples)."""
     metrics = _aggregates(results)
-    missing = [m for m in METRICS if m not in metrics]
+    missing = [m for m in of_results(results).required_metrics if m not in of_results(results).metric_values(results)]
     if missing:
         raise EvalOutputError(f"{Path(path) / RESULTS_FILE}: no aggregate(s) {', '.join(missing)}")
     config = results.get("config", results.get("eval_config", {}))

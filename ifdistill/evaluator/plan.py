@@ -1,10 +1,11 @@
-"""``PlanBase``: what every benchmark's plan holds, apart from the code that builds each plan.
+"""``PlanBase``: what every benchmark's plan holds; :func:`rows_plan`: the plan of a benchmark that generates
+one response per row of ``eval.data``.
 
-IFEval-style rows (:class:`EvalPlan`, built by :func:`ifdistill.evaluator.run.prepare`) and lm-eval tasks
-(:class:`ifdistill.evaluator.lmeval.run.LMEvalPlan`) extend it; the persistent server
-(:mod:`ifdistill.evaluator.serve`) reads only these fields, so it serves every benchmark alike. The
-judge's plan (:class:`ifdistill.evaluator.judge.run.JudgePlan`) extends :class:`EvalPlan`: its responses
-come from the same prompts and generation (:func:`generate_responses`).
+Each benchmark (:mod:`ifdistill.evaluator.benchmark`) builds its own plan; the persistent server
+(:mod:`ifdistill.evaluator.serve`) reads only :class:`PlanBase`'s fields, so it serves every benchmark
+alike. A benchmark that scores responses to rows (an instruction-following scorer, a judge) builds an
+:class:`EvalPlan` with :func:`rows_plan`, handing it its own row check and scorer version, and generates
+with :func:`generate_responses`.
 """
 
 from __future__ import annotations
@@ -13,12 +14,15 @@ import dataclasses
 import datetime as dt
 import socket
 import time
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
-from ifdistill.evaluator.dataset import LoadedRows
-from ifdistill.evaluator.generation import Request, Sampling
-from ifdistill.evaluator.model_source import ModelSource
-from ifdistill.evaluator.prompts import Prompt
+from ifdistill.evaluator import fingerprint as fp
+from ifdistill.evaluator.dataset import LoadedRows, load_eval_rows, load_rows
+from ifdistill.evaluator.errors import EvaluatorError
+from ifdistill.evaluator.generation import Request, Sampling, request_seed
+from ifdistill.evaluator.model_source import ModelSource, context_length, model_identity
+from ifdistill.evaluator.prompts import (Prompt, build_prompts, demo_selection, load_tokenizer, max_tokens_for,
+                                         stop_token_ids)
 from ifdistill.evaluator.results import process_runtime
 from ifdistill.evaluator.schema import RESULTS_SCHEMA_VERSION
 from ifdistill.evaluator.settings import EvalRunSettings, EvalSettings, as_dict
@@ -90,3 +94,45 @@ def generate_responses(plan: EvalPlan, backend: Any, *, own: bool) -> tuple[list
         if own:
             backend.close()
     return raw, backend_info, generate_s
+
+
+def effective_context_len(settings: EvalSettings, source: ModelSource) -> int:
+    """``eval.max_model_len`` capped by the model's own context length (whichever is stated)."""
+    limits = [n for n in (settings.max_model_len, context_length(source.model_dir)) if n]
+    if not limits:
+        raise EvaluatorError("the model's config states no context length; set eval.max_model_len")
+    return min(limits)
+
+
+def rows_plan(settings: EvalSettings, run: EvalRunSettings, model_cfg: dict[str, Any], source: ModelSource, *,
+              t0: float, check_row: Callable[[Any], None], scorer_version: Callable[[Iterable[Any]], str]) -> EvalPlan:
+    """Phase 1 of a benchmark over ``eval.data``'s rows: read them (``check_row`` raises ``ValueError`` on a
+    row its scorer cannot score: an input error now, not after generation), render every prompt with its
+    demonstrations, check it fits the context, and hash (``scorer_version`` of the rows, see
+    :mod:`ifdistill.evaluator.fingerprint`)."""
+    data = load_eval_rows(settings.data)
+    for ex in data.examples:
+        try:
+            check_row(ex)
+        except ValueError as err:
+            raise EvaluatorError(f"evaluation row {ex.key or ex.uid}: {err}") from None
+    pool = load_rows(settings.fewshot.pool, need_completion=True) if settings.fewshot.k > 0 else None
+    tokenizer, template = load_tokenizer(source.tokenizer_dir, settings.generation.chat_template)
+    prompts = build_prompts(tokenizer, data.examples, generation=settings.generation, fewshot=settings.fewshot,
+                            pool=pool.examples if pool else None)
+    context_len = effective_context_len(settings, source)
+    budgets = max_tokens_for(prompts, context_len, settings.generation.max_new_tokens)
+    stops = stop_token_ids(tokenizer, source.model_dir, settings.generation.stop_token_ids)
+    sampling = Sampling.from_settings(settings.generation, stops)
+    requests = [Request(token_ids=p.token_ids, max_tokens=b, seed=request_seed(settings.generation.seed, p.key))
+                for p, b in zip(prompts, budgets)]
+    fingerprint = fp.build_fingerprint(
+        settings, data_sha256=data.rows_sha256, num_prompts=len(prompts), chat_template=template,
+        stop_token_ids=stops, context_len=context_len, prompt_ids=[p.token_ids for p in prompts],
+        pool_sha256=pool.rows_sha256 if pool else None, demo_selection=demo_selection(prompts),
+        scorer_version=scorer_version(data.examples))
+    return EvalPlan(settings=settings, run=run, model_cfg=model_cfg, source=source, tokenizer=tokenizer,
+                    chat_template=template, data=data, pool=pool, prompts=prompts, requests=requests,
+                    sampling=sampling, context_len=context_len, fingerprint=fingerprint,
+                    eval_config_hash=fp.config_hash(fingerprint),
+                    model_identity=model_identity(source, template), prepare_s=time.perf_counter() - t0)

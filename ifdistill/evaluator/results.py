@@ -32,40 +32,6 @@ PACKAGES = ("ifdistill", "torch", "transformers", "tokenizers", "vllm", "vllm-cp
             "hydra-core", "omegaconf", "nltk", "langdetect", "safetensors")
 
 
-def sample_rows(prompts: Sequence[Any], completions: Sequence[Any], scored: Sequence[dict[str, Any]],
-                tokenizer, *, strip_thinking: bool = False) -> list[dict[str, Any]]:
-    """One row per prompt, in data order (see :data:`ifdistill.evaluator.schema.SAMPLE_SCHEMA`).
-
-    ``response`` is the whole decoded response; with ``strip_thinking`` the text IFEval scored (after
-    ``</think>``) is ``scored_response`` and ``thinking`` says whether the think block was closed."""
-    from ifdistill.evaluator.generation import scored_text
-
-    rows = []
-    for p, c, s in zip(prompts, completions, scored, strict=True):
-        extra: dict[str, Any] = {}
-        if strip_thinking:
-            answer, state = scored_text(c.text, True)
-            extra = {"scored_response": answer, "thinking": state}
-        rows.append({
-            "key": p.key,
-            "prompt": p.example.prompt,
-            "rendered_prompt": tokenizer.decode(list(p.token_ids), skip_special_tokens=False),
-            "prompt_num_tokens": len(p.token_ids),
-            "demo_uids": list(p.demo_uids),
-            "response": c.text,
-            "instruction_id_list": list(s["instruction_id_list"]),
-            "kwargs": [dict(k) for k in s["kwargs"]],
-            "strict_inst": list(s["strict_inst"]),
-            "loose_inst": list(s["loose_inst"]),
-            "strict_prompt": bool(s["strict_prompt"]),
-            "loose_prompt": bool(s["loose_prompt"]),
-            "num_generated_tokens": len(c.token_ids),
-            "finish_reason": c.finish_reason,
-            **extra,
-        })
-    return rows
-
-
 # -- which engine produced a result (results.json "runtime"; runtime only, never in eval_config_hash) --
 ENGINES = ("process", "persistent")
 #: Set by a persistent runner on the per-checkpoint process it starts in place of a failed server.

@@ -7,8 +7,9 @@ an evaluator process unchanged. It has four parts with one rule each:
 - ``data``, ``fewshot``, ``generation`` and the top-level ``backend``/``dtype``/``max_model_len``
   decide *what* is generated and scored; all of them enter ``eval_config_hash``
   (:mod:`ifdistill.evaluator.fingerprint`).
-- ``lmeval`` and ``judge`` configure those benchmarks (``benchmark: lmeval`` / ``judge``) and enter the
-  hash too (the judge's model by the content of its weights).
+- a benchmark's own section (e.g. ``eval.lmeval``) configures that benchmark; its dataclass lives in the
+  benchmark's folder (``ifdistill/evaluator/<name>/settings.py``: ``SECTIONS``) and enters only that
+  benchmark's hash (:func:`benchmark_sections`).
 - ``runtime`` decides only *how fast and where* (memory, threads, devices, batch size, progress
   bar); nothing in it enters the hash. A setting that could change a response must not go there.
 
@@ -27,11 +28,6 @@ from omegaconf import DictConfig, OmegaConf
 from ifdistill.config import ConfigError, check_schema, register_schema
 
 BACKENDS = ("vllm", "hf")
-#: Benchmark families: the namespace of an evaluation's logged metrics (``<benchmark>/*``).
-BENCHMARKS = ("ifeval", "ifbench", "lmeval", "judge")
-JUDGE_MODES = ("absolute", "pairwise")
-#: The placeholders each judge template must hold (filled by :func:`ifdistill.evaluator.judge.run.fill`).
-JUDGE_PLACEHOLDERS = {"absolute": ("prompt", "response"), "pairwise": ("prompt", "response_a", "response_b")}
 EXPORT_KINDS = ("auto", "adapter", "merged", "model")
 
 
@@ -117,55 +113,13 @@ class RuntimeSettings:
 
 
 @dataclass
-class LMEvalSettings:
-    """lm-evaluation-harness tasks run through the evaluator's engine (``benchmark: lmeval``;
-    :mod:`ifdistill.evaluator.lmeval`). Every key enters eval_config_hash."""
-
-    tasks: List[str] = field(default_factory=list)  # task, group or tag names lm-eval knows (or include_path adds)
-    num_fewshot: Optional[int] = None  # null: each task's own default (lm-eval's rule: a task fixed at 0 stays 0)
-    fewshot_seed: int = 1234  # lm-eval's default fewshot_random_seed
-    limit: Optional[int] = None  # the first N documents of each task (a smoke test)
-    apply_chat_template: bool = False
-    fewshot_as_multiturn: bool = False  # demonstrations as earlier user/assistant turns (needs the chat template)
-    include_path: List[str] = field(default_factory=list)  # extra folders of task YAMLs (local datasets)
-    bootstrap_iters: int = 100000  # lm-eval's default: standard errors of non-mean aggregates
-
-
-@dataclass
-class JudgeModelSettings:
-    """The judge model (a hub name, a local directory or ``builtin:tiny``), served by ``eval.backend``."""
-
-    name_or_path: str = "Qwen/Qwen3-8B"
-    revision: Optional[str] = None
-    dtype: Optional[str] = None  # null: eval.dtype
-    chat_template: Optional[str] = None  # null: the judge tokenizer's own
-    enable_thinking: Optional[bool] = False
-    max_model_len: Optional[int] = None  # null: the judge's own context length
-
-
-@dataclass
-class JudgeSettings:
-    """An LLM judge of the evaluated model's responses (``benchmark: judge``;
-    :mod:`ifdistill.evaluator.judge`). Every key enters eval_config_hash (the judge's weights by content)."""
-
-    mode: str = "absolute"  # absolute (a rubric score per response) | pairwise (against ``reference``)
-    model: JudgeModelSettings = field(default_factory=JudgeModelSettings)
-    max_new_tokens: int = 512  # the judge decodes greedily
-    score_min: int = 1
-    score_max: int = 10
-    absolute_template: str = ""  # placeholders {prompt} {response}
-    pairwise_template: str = ""  # placeholders {prompt} {response_a} {response_b}
-    reference: Optional[str] = None  # pairwise: a samples.jsonl (or its directory) of reference responses
-
-
-@dataclass
 class EvalSettings:
-    """The ``eval`` config section."""
+    """The ``eval`` config section's shared settings (every benchmark's own section is added below)."""
 
-    name: str = "ifeval"
-    # Which benchmark's metrics these are: W&B logs them as ``<benchmark>/*`` on their own step
-    # axis ``<benchmark>/step``. A label only (the rows and the scorer version are in the hash).
-    benchmark: str = "ifeval"
+    name: Optional[str] = None  # null: the benchmark's name
+    # Which registered benchmark evaluates (ifdistill.evaluator.benchmark; null: the default one). W&B
+    # logs its metrics as ``<benchmark>/*`` on their own step axis ``<benchmark>/step``.
+    benchmark: Optional[str] = None
     backend: str = "vllm"
     dtype: str = "float32"
     max_model_len: Optional[int] = None  # null: the model's own context length
@@ -173,8 +127,25 @@ class EvalSettings:
     fewshot: FewShotSettings = field(default_factory=FewShotSettings)
     generation: GenerationSettings = field(default_factory=GenerationSettings)
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
-    lmeval: LMEvalSettings = field(default_factory=LMEvalSettings)
-    judge: JudgeSettings = field(default_factory=JudgeSettings)
+
+
+def benchmark_sections() -> dict[str, type]:
+    """The config sections benchmarks add to ``eval`` (``SECTIONS`` of each benchmark subpackage's ``settings``
+    module, :func:`ifdistill.evaluator.benchmark.subpackage_modules`), by key."""
+    from ifdistill.evaluator.benchmark import subpackage_modules
+
+    out: dict[str, type] = {}
+    for module in subpackage_modules("settings"):
+        out.update(getattr(module, "SECTIONS", {}))
+    return out
+
+
+# The eval section's schema: the shared settings above plus every benchmark's own section.
+EvalSettings = dataclasses.make_dataclass(
+    "EvalSettings", [(key, cls, field(default_factory=cls)) for key, cls in benchmark_sections().items()],
+    bases=(EvalSettings,))
+EvalSettings.__module__ = __name__
+EvalSettings.__doc__ = "The ``eval`` config section: the shared settings and each benchmark's own section."
 
 
 @dataclass
@@ -187,6 +158,8 @@ class EvalRunSettings:
     export_kind: str = "auto"  # which part of an export: auto | adapter | merged | model
     output_dir: str = "outputs/eval"
     overwrite: bool = False
+    # the engine's and libraries' INFO lines and warnings on the console too (always in <output_dir>/console.log)
+    verbose: bool = False
 
 
 register_schema("eval", EvalSettings)
@@ -196,8 +169,14 @@ def eval_settings(node: Any) -> EvalSettings:
     """Validate an ``eval`` section (DictConfig or dict) and return it as :class:`EvalSettings`."""
     # resolved against its root first: ${model.dtype}, ${paths...}
     settings: EvalSettings = check_schema(EvalSettings, node, "config section 'eval'", resolve=True, as_object=True)
-    if settings.benchmark not in BENCHMARKS:
-        raise ConfigError(f"config section 'eval': benchmark must be one of {BENCHMARKS}, got {settings.benchmark!r}")
+    from ifdistill.evaluator import benchmark as registry
+
+    try:
+        bench = registry.get(settings.benchmark)
+    except registry.UnknownBenchmarkError as err:
+        raise ConfigError(f"config section 'eval': {err}") from None
+    settings.benchmark = bench.name  # resolved here, so results.json records the effective name
+    settings.name = settings.name or bench.name
     if settings.backend not in BACKENDS:
         raise ConfigError(f"config section 'eval': backend must be one of {BACKENDS}, got {settings.backend!r}")
     g = settings.generation
@@ -207,30 +186,10 @@ def eval_settings(node: Any) -> EvalSettings:
         raise ConfigError(f"eval.generation.max_new_tokens must be >= 1, got {g.max_new_tokens}")
     if settings.fewshot.k < 0:
         raise ConfigError(f"eval.fewshot.k must be >= 0, got {settings.fewshot.k}")
-    if settings.benchmark == "lmeval" and not settings.lmeval.tasks:
-        raise ConfigError("eval.benchmark=lmeval needs eval.lmeval.tasks (lm-eval task names)")
-    if settings.lmeval.fewshot_as_multiturn and not settings.lmeval.apply_chat_template:
-        raise ConfigError("eval.lmeval.fewshot_as_multiturn needs eval.lmeval.apply_chat_template=true")
-    if settings.benchmark == "judge":
-        _check_judge(settings.judge)
     if settings.fewshot.k > 0 and settings.fewshot.pool is None:
         raise ConfigError("eval.fewshot.k > 0 needs eval.fewshot.pool (the demonstration source)")
+    bench.check(settings)  # the benchmark's own section
     return settings
-
-
-def _check_judge(j: JudgeSettings) -> None:
-    if j.mode not in JUDGE_MODES:
-        raise ConfigError(f"eval.judge.mode must be one of {JUDGE_MODES}, got {j.mode!r}")
-    if j.max_new_tokens < 1:
-        raise ConfigError(f"eval.judge.max_new_tokens must be >= 1, got {j.max_new_tokens}")
-    if j.score_min > j.score_max:
-        raise ConfigError(f"eval.judge.score_min {j.score_min} > eval.judge.score_max {j.score_max}")
-    if j.mode == "pairwise" and not j.reference:
-        raise ConfigError("eval.judge.reference: mode pairwise needs a samples.jsonl of reference responses")
-    key = f"{j.mode}_template"
-    for name in JUDGE_PLACEHOLDERS[j.mode]:
-        if "{" + name + "}" not in getattr(j, key):
-            raise ConfigError(f"eval.judge.{key}: lacks the placeholder {{{name}}}")
 
 
 def run_settings(cfg: DictConfig) -> EvalRunSettings:

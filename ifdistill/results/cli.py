@@ -73,9 +73,11 @@ def write_report(inputs: Sequence[str | Path], out_dir: str | Path, *, base_mode
     reruns: list[runs_mod.Run] = []
     loaded = runs_mod.load_all(inputs, notes, benchmark, reruns=reruns)
     base_dirs = _base_dirs(base_model)
-    ifeval_base = next((p for p in base_dirs if eval_output.benchmark_of(eval_output.read_results_json(p))
-                        in ("ifeval", "ifbench")), None)
-    base = runs_mod.load_eval_dir(ifeval_base, name="base", method="base") if ifeval_base else None
+    from ifdistill.evaluator.benchmark import of_results
+
+    # the report's per-run tables read per-prompt decisions; the page reads every base directory
+    prompt_base = next((p for p in base_dirs if of_results(eval_output.read_results_json(p)).prompt_decisions), None)
+    base = runs_mod.load_eval_dir(prompt_base, name="base", method="base") if prompt_base else None
     if base_dirs:
         resolved = {p.resolve() for p in base_dirs}
         loaded = [r for r in loaded if r.path.resolve() not in resolved]

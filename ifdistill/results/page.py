@@ -6,7 +6,7 @@ JSON-able dict; report.md, report.csv and report.html render from it (:mod:`ifdi
 - **Rows**: the base model's evaluation first (when given), then every run. A row's value in a column is
   the *final* (highest-step) evaluation of the benchmark section holding that metric, with the
   evaluator's standard error.
-- **Columns**: a :class:`Column` per headline metric; :data:`DEFAULT_COLUMNS` are those of the two
+- **Columns**: a :class:`Column` per headline metric; :func:`default_columns` (each benchmark's own) are those of the two
   published tables (IFEval prompt- and instruction-level strict, GSM8K strict-match exact match, MMLU,
   TruthfulQA mc2, CommonsenseQA accuracy). A default column no row has is left out with a note; a column
   asked for by name is always shown. A row without the benchmark shows ``—`` and a note.
@@ -41,49 +41,44 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ifdistill.evaluator import benchmark as registry
 from ifdistill.evaluator import output as eval_output
 from ifdistill.results import paired
 from ifdistill.results.runs import Evaluation, Run, data_manifest_digest, evaluations_of, read_evaluation
 
-IFEVAL_LIKE = ("ifeval", "ifbench")
-
-
 @dataclasses.dataclass(frozen=True)
 class Column:
-    """A headline metric: ``benchmark`` (``ifeval``, ``ifbench``, ``lmeval`` or ``judge``) and the metric's
-    name in results.json (lm-eval: ``<task>/<metric>[/<filter>]``; the judge: ``win_rate`` or ``score_mean``)."""
+    """A headline metric: ``benchmark`` (a registered name, :mod:`ifdistill.evaluator.benchmark`) and the
+    metric's name in that benchmark's results.json ``metrics``."""
 
     label: str
     benchmark: str
     metric: str
 
 
-DEFAULT_COLUMNS = (
-    Column("IFEval prompt strict", "ifeval", "prompt_level_strict_acc"),
-    Column("IFEval inst strict", "ifeval", "inst_level_strict_acc"),
-    Column("GSM8K strict", "lmeval", "gsm8k/exact_match/strict-match"),
-    Column("MMLU", "lmeval", "mmlu/acc"),
-    Column("TruthfulQA mc2", "lmeval", "truthfulqa_mc2/acc"),
-    Column("CommonsenseQA", "lmeval", "commonsense_qa/acc"),
-)
+def default_columns() -> tuple[Column, ...]:
+    """Every benchmark's default page columns (:attr:`~ifdistill.evaluator.benchmark.Benchmark.page_columns`),
+    the default benchmark's first."""
+    return tuple(Column(label, b.name, metric) for b in registry.ordered() for label, metric in b.page_columns)
 
 
 def parse_column(spec: str) -> Column:
-    """``[LABEL=][BENCHMARK:]METRIC``; without a benchmark a metric with ``/`` is lm-eval's, else IFEval's."""
+    """``[LABEL=][BENCHMARK:]METRIC``; without a benchmark, the first benchmark that claims the metric's
+    name (:func:`ifdistill.evaluator.benchmark.claiming`)."""
     label, sep, rest = spec.partition("=")
     if not sep:
         label, rest = "", spec
     bench, sep, metric = rest.partition(":")
     if not sep:
-        bench, metric = ("lmeval" if "/" in rest else "ifeval"), rest
-    if bench not in (*IFEVAL_LIKE, *eval_output.OWN_METRICS) or not metric:
-        raise ValueError(f"--columns {spec!r}: expected [LABEL=][ifeval|ifbench|lmeval|judge:]METRIC")
+        bench, metric = (registry.claiming(rest) or ""), rest
+    if bench not in registry.names() or not metric:
+        raise ValueError(f"--columns {spec!r}: expected [LABEL=][{'|'.join(registry.names())}:]METRIC")
     return Column(label or metric, bench, metric)
 
 
 @dataclasses.dataclass
 class PageOptions:
-    columns: tuple[Column, ...] | None = None  # None: DEFAULT_COLUMNS that some row has
+    columns: tuple[Column, ...] | None = None  # None: default_columns() that some row has
     noise_se: float = paired.NOISE_SE  # a difference under this many standard errors is flat
     gain_column: str | None = None  # label of the verdict's gain column; default the first IFEval column
     compare: tuple[tuple[str, str], ...] = ()  # (row, reference row); default every row against the first
@@ -113,7 +108,7 @@ class _Samples:
     def __init__(self) -> None:
         self._rows: dict[str, Any] = {}
 
-    def ifeval(self, results_dir: str | None):
+    def prompts(self, results_dir: str | None):
         if results_dir is None or not (Path(results_dir) / eval_output.SAMPLES_FILE).is_file():
             return None
         if results_dir not in self._rows:
@@ -137,11 +132,11 @@ def _delta(column: Column, a: dict | None, b: dict | None, samples: _Samples, th
         return {"refused": "missing"}
     if a["mismatch"] or b["mismatch"] or a["eval_config_hash"] != b["eval_config_hash"]:
         return {"refused": "eval config differs"}
-    if column.benchmark in IFEVAL_LIKE:
+    if registry.get(column.benchmark).prompt_decisions:
         metrics_a = {column.metric: a["value"], f"{column.metric}_stderr": a["se"]}
         metrics_b = {column.metric: b["value"], f"{column.metric}_stderr": b["se"]}
-        d = paired.metric_delta(column.metric, metrics_a, samples.ifeval(a["results_dir"]), metrics_b,
-                                samples.ifeval(b["results_dir"]), threshold)
+        d = paired.metric_delta(column.metric, metrics_a, samples.prompts(a["results_dir"]), metrics_b,
+                                samples.prompts(b["results_dir"]), threshold)
         return {"delta": d["delta"], "se": d["se"], "se_kind": d["se_kind"], "n": d["n"],
                 "flat": d["within_2se"], "refused": None}
     docs_a, docs_b = samples.documents(a["results_dir"], column.metric), samples.documents(b["results_dir"], column.metric)
@@ -262,8 +257,9 @@ def build_page(runs: Sequence[Run], base: Sequence[Path] | None = None, options:
         rows.append(PageRow("base", "base", None, evals))
     rows += [PageRow(r.name, r.kind, r, evaluations_of(r)) for r in runs]
     if options.columns is None:
-        columns = [c for c in DEFAULT_COLUMNS if any(_cell(r, c) for r in rows)]
-        left = [c.label for c in DEFAULT_COLUMNS if c not in columns]
+        defaults = default_columns()
+        columns = [c for c in defaults if any(_cell(r, c) for r in rows)]
+        left = [c.label for c in defaults if c not in columns]
         if left:
             notes.append(f"default column(s) no row has, left out: {', '.join(left)}")
     else:
@@ -290,7 +286,7 @@ def build_page(runs: Sequence[Run], base: Sequence[Path] | None = None, options:
                "columns": {c.label: _delta(c, cells[a][c.label], cells[b][c.label], samples, options.noise_se)
                            for c in columns}} for a, b in pairs]
     gain = next((c for c in columns if c.label == options.gain_column), None) if options.gain_column else \
-        next((c for c in columns if c.benchmark == "ifeval"), None)
+        next((c for c in columns if registry.get(c.benchmark).default), None)
     if options.gain_column and gain is None:
         raise KeyError(f"--gain-column {options.gain_column!r} is not a column: {', '.join(c.label for c in columns)}")
     verdicts = {}
@@ -300,7 +296,7 @@ def build_page(runs: Sequence[Run], base: Sequence[Path] | None = None, options:
                        for c in columns}
             verdicts[r.name] = _verdict(columns, gain, against)
     elif gain is None:
-        notes.append("no IFEval column: no verdicts")
+        notes.append(f"no {registry.get(registry.default_name()).display} column: no verdicts")
     repro = _reproducibility(rows, reruns, columns, samples, options.noise_se)
     return {
         "options": {"noise_se": options.noise_se, "gain_column": gain.label if gain else None},

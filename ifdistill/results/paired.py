@@ -10,12 +10,12 @@ Standard error of a difference (the one the "under 2 standard errors" flag uses)
   per-prompt difference of followed counts (prompt level: ``x_i - y_i`` in {-1, 0, 1}; instruction
   level: ``y_ai - y_bi``) and ``m_i`` the prompt's instruction count (1 at prompt level),
   ``se = sqrt(n/(n-1) * sum (d_i - delta m_i)^2) / sum m_i``. That is the scorer's cluster-robust
-  ratio standard error (:func:`ifdistill.ifeval.stats.clustered_ratio_stderr`) applied to ``d_i``; at
+  ratio standard error (:func:`ifdistill.statistics.clustered_ratio_stderr`) applied to ``d_i``; at
   prompt level it is the sample standard deviation of ``d_i`` over ``sqrt(n)``.
 - **unpaired** (a side lacks samples): ``sqrt(se_a^2 + se_b^2)`` from the two results.json files.
 
 Tests (prompt level, strict and loose): McNemar's exact test on the pass/fail vectors and a paired
-bootstrap percentile interval of the difference -- both from :mod:`ifdistill.ifeval.stats`.
+bootstrap percentile interval of the difference -- both from :mod:`ifdistill.statistics`.
 Sign convention everywhere: ``delta = run - reference``; "gained" prompts fail in the reference and
 pass in the run, "lost" prompts the reverse.
 """
@@ -26,7 +26,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ifdistill.ifeval.stats import METRICS, clustered_ratio_stderr, mcnemar_exact, paired_bootstrap
+from ifdistill.ifeval.stats import METRICS
+from ifdistill.statistics import clustered_ratio_stderr, mcnemar_exact, paired_bootstrap
 from ifdistill.evaluator.output import MODES, PromptResult, paired_samples
 
 NOISE_SE = 2.0  # "a difference smaller than 2 standard errors is not meaningful"

@@ -9,7 +9,7 @@ Layout::
 
     {"run_id": str, "config_hash": str, "seed": int | null, "method": str | null,
      "config": {...key config values...},
-     "checkpoints": {"<step>": {"step": int, "eval_config_hash": str, "results_dir": str,
+     "checkpoints": {"<step>": {"step": int, "eval_config_hash": str, "benchmark": str, "results_dir": str,
                                 "metrics": {...aggregates with _stderr...},
                                 "per_instruction_type": {...}, "source": "callback" | "backfill",
                                 "time": float}},
@@ -46,6 +46,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ifdistill import checksum
+from ifdistill.evaluator import benchmark as registry
+from ifdistill.evaluator.benchmark import benchmark_of
 from ifdistill.paths import write_json_atomic
 from ifdistill.rundir import METRICS_JSON as FILENAME
 
@@ -86,6 +88,17 @@ def update(run_dir: str | os.PathLike, change: Callable[[dict], None]) -> dict:
     return data
 
 
+def benchmark_of_entry(entry: dict, section: str | None = None) -> str:
+    """The benchmark of a ``checkpoints`` / ``evals`` entry: recorded in it, else (entries written before
+    it was) the section's name when that is a benchmark's, else the one claiming its first metric's name
+    (:func:`ifdistill.evaluator.benchmark.claiming`)."""
+    if entry.get("benchmark"):
+        return str(entry["benchmark"])
+    if section in registry.names():
+        return str(section)
+    return next((b for b in map(registry.claiming, entry.get("metrics") or {}) if b), registry.default_name())
+
+
 def results_of(data: dict, benchmark: str | None = None) -> dict:
     """``{"<step>": entry}`` of the run's ``eval`` section (``benchmark`` None) or of an extra benchmark."""
     if benchmark is None:
@@ -99,6 +112,7 @@ def record_checkpoint(run_dir, step: int, results: dict, results_dir: str, sourc
     entry = {
         "step": int(step),
         "eval_config_hash": results.get("eval_config_hash"),
+        "benchmark": benchmark_of(results),
         "results_dir": str(results_dir),
         "metrics": results.get("metrics", {}),
         "per_instruction_type": results.get("per_instruction_type", {}),

@@ -308,16 +308,6 @@ class Evaluation:
     results_dir: Path | None
 
 
-def _benchmark_guess(section: str, metrics: Mapping[str, Any]) -> str:
-    """The benchmark of a metrics.json entry whose results.json is gone: lm-eval keys hold a ``/``, a judge's
-    headline is ``win_rate`` or ``score_mean``."""
-    if any("/" in k for k in metrics):
-        return "lmeval"
-    if "win_rate" in metrics or "score_mean" in metrics:
-        return "judge"
-    return section if section in ("ifeval", "ifbench") else "ifeval"
-
-
 def read_evaluation(section: str, step: int | None, entry: Mapping[str, Any], results_dir: Path | None) -> Evaluation:
     """From results_dir's results.json when it exists, else from the metrics.json ``entry``."""
     if results_dir is not None and eval_output.is_eval_dir(results_dir):
@@ -326,7 +316,7 @@ def read_evaluation(section: str, step: int | None, entry: Mapping[str, Any], re
                           raw.get("eval_config_hash"), results_dir)
     metrics = dict(entry.get("metrics") or {})
     values = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    return Evaluation(section, _benchmark_guess(section, metrics), step, values, entry.get("eval_config_hash"),
+    return Evaluation(section, run_metrics.benchmark_of_entry(entry, section), step, values, entry.get("eval_config_hash"),
                       None)
 
 

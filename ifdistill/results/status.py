@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ifdistill.evaluator.output import METRICS
+from ifdistill.evaluator import benchmark as registry
 from ifdistill.results import run_metrics
 from ifdistill.rundir import RUN_DIR_LINK, SUBDIRS, RunDir, checkpoint_step
 
@@ -108,18 +108,19 @@ def run_status(run: Path) -> dict[str, Any]:
         "run_id": meta.get("run_id"), "dir": str(run), "state": state, "launches": len(meta.get("launches", [])),
         "last_step": step if step is not None else last_checkpoint_step(run),
         **_latest(run_metrics.results_of(metrics)),
-        "benchmarks": {name: _latest(run_metrics.results_of(metrics, name)) for name in metrics.get("evals") or {}},
+        "benchmarks": {name: _latest(run_metrics.results_of(metrics, name), name) for name in metrics.get("evals") or {}},
         "failure": launch.get("failure") if state == "failed" else None,  # the cause run.json records
         "failures": [f for f in history if not f["resolved"]],
         "resolved_failures": sum(f["resolved"] for f in history),
     }
 
 
-def _latest(results: dict) -> dict[str, Any]:
+def _latest(results: dict, section: str | None = None) -> dict[str, Any]:
     """How many checkpoints of one benchmark are evaluated, and the latest one's step and metrics."""
     evals = sorted(((int(s), c) for s, c in results.items()), key=lambda t: t[0])
     step, entry = evals[-1] if evals else (None, {})
-    return {"eval_step": step, "eval": entry.get("metrics", {}), "evaluated": len(evals)}
+    return {"eval_step": step, "eval": entry.get("metrics", {}), "evaluated": len(evals),
+            "benchmark": run_metrics.benchmark_of_entry(entry, section)}
 
 
 def _pct(metrics: dict, key: str) -> str:
@@ -127,11 +128,8 @@ def _pct(metrics: dict, key: str) -> str:
     return f"{100 * v:.1f}" if isinstance(v, (int, float)) else "-"
 
 
-def _scores(latest: dict) -> str:
-    return " | ".join(_pct(latest["eval"], k) for k in METRICS)
-
-
 def _task_scores(metrics: dict) -> str:
+    """Every metric of a benchmark whose metrics are not all fractions, each ``value±stderr``."""
     parts = []
     for key, value in metrics.items():
         if key.endswith("_stderr") or not isinstance(value, (int, float)):
@@ -141,29 +139,40 @@ def _task_scores(metrics: dict) -> str:
     return "; ".join(parts) or "-"
 
 
-def format_table(rows: list[dict]) -> str:
-    head = ("| run | state | launches | last step | evals | open failures | resolved failures | eval step "
-            "| prompt strict | inst strict | prompt loose | inst loose |")
+def _table(first: list[str], rows: list[tuple[list[Any], dict]]) -> list[str]:
+    """Rows of evaluations: benchmarks whose metrics are fractions get a percentage column per headline
+    metric (:meth:`~ifdistill.evaluator.benchmark.Benchmark.headline_metrics`), others one column of
+    every metric."""
+    benches = [registry.get(b["benchmark"]) for _, b in rows]
+    columns: list[str] = []
+    if all(bench.fractions for bench in benches):
+        for bench, (_, b) in zip(benches, rows):
+            columns += [c for c in bench.headline_metrics({"metrics": b["eval"]}) if c not in columns]
+        scores = [[_pct(b["eval"], c) for c in columns] for _, b in rows]
+        names = [registry.short_name(c) for c in columns]
+    else:
+        scores, names = [[_task_scores(b["eval"])] for _, b in rows], ["metrics"]
+    head = "| " + " | ".join([*first, *names]) + " |"
     lines = [head, "|---" * (head.count("|") - 1) + "|"]
+    lines += ["| " + " | ".join([*(str(c) for c in cells), *score]) + " |" for (cells, _), score in zip(rows, scores)]
+    return lines
+
+
+def format_table(rows: list[dict]) -> str:
+    """One table of the runs (their ``eval`` section's latest scores), then one per benchmark evaluated next
+    to it (``callbacks.checkpoint_eval.evals``), with that benchmark's scores (:func:`_table`)."""
+    first = ["run", "state", "launches", "last step", "evals", "open failures", "resolved failures", "eval step"]
+    lines = _table(first, [
+        ([r["run_id"], r["state"], r["launches"], "-" if r["last_step"] is None else r["last_step"], r["evaluated"],
+          len(r["failures"]), r["resolved_failures"], "-" if r["eval_step"] is None else r["eval_step"]], r)
+        for r in rows])
+    extra: dict[str, list[tuple[list[Any], dict]]] = {}
     for r in rows:
-        last, at = (v if v is not None else "-" for v in (r["last_step"], r["eval_step"]))
-        lines.append(f"| {r['run_id']} | {r['state']} | {r['launches']} | {last} | {r['evaluated']} "
-                     f"| {len(r['failures'])} | {r['resolved_failures']} | {at} | {_scores(r)} |")
-    extra = [(r["run_id"], name, b) for r in rows for name, b in r["benchmarks"].items()
-             if not b["eval"] or any(k in b["eval"] for k in METRICS)]
-    tasks = [(r["run_id"], name, b) for r in rows for name, b in r["benchmarks"].items() if (r["run_id"], name, b) not in extra]
-    if extra:  # benchmarks evaluated next to the run's eval (callbacks.checkpoint_eval.evals)
-        head = "| run | benchmark | evals | eval step | prompt strict | inst strict | prompt loose | inst loose |"
-        lines += ["", head, "|---" * (head.count("|") - 1) + "|"]
-        for run_id, name, b in extra:
+        for name, b in r["benchmarks"].items():
             at = b["eval_step"] if b["eval_step"] is not None else "-"
-            lines.append(f"| {run_id} | {name} | {b['evaluated']} | {at} | {_scores(b)} |")
-    if tasks:  # lm-eval benchmarks: their own metrics (task/metric[/filter]), each value ± stderr
-        head = "| run | benchmark | evals | eval step | metrics |"
-        lines += ["", head, "|---" * (head.count("|") - 1) + "|"]
-        for run_id, name, b in tasks:
-            at = b["eval_step"] if b["eval_step"] is not None else "-"
-            lines.append(f"| {run_id} | {name} | {b['evaluated']} | {at} | {_task_scores(b['eval'])} |")
+            extra.setdefault(b["benchmark"], []).append(([r["run_id"], name, b["evaluated"], at], b))
+    for group in extra.values():
+        lines += ["", *_table(["run", "benchmark", "evals", "eval step"], group)]
     failed = [r for r in rows if r.get("failure")]
     if failed:
         lines += ["", "failed launches (fix the cause, then re-run the same command):"]

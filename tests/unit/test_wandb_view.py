@@ -19,11 +19,13 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from ifdistill.callbacks.eval_logging import STEP_KEY
-from ifdistill.evaluator.output import METRICS as AGGREGATES
+from ifdistill.callbacks.eval_logging import step_key
 from ifdistill.ifeval.registry import INSTRUCTION_REGISTRY
+from ifdistill.ifeval.stats import METRICS as AGGREGATES
 from ifdistill.sweeps import swept_values
 from ifdistill.wandb_view import benchmarks, compose, main, metric_keys, to_workspace, view_spec
+
+STEP_KEY = step_key("ifeval")
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = ["experiment=ifeval_replay_sweep"]
@@ -192,3 +194,20 @@ def test_a_sweep_of_several_configs_shows_every_panel_key_of_each_once():
     assert [p["y"] for p in training["panels"]] == [["val/a/ce", "val/b/ce"]]
     (scatter,) = [s for s in merged["sections"] if s["name"] == "teacher-forced vs IFEval"]
     assert [p["x"] for p in scatter["panels"]] == ["val/a/acc"]  # the same panel in both jobs: once
+
+
+@pytest.mark.slow  # lm-eval's task index (built once per machine, then read from its cache)
+def test_dry_run_with_ifeval_lmeval_and_the_judge_has_a_section_per_benchmark(capsys):
+    """The view of a run evaluating IFEval, two lm-eval tasks and the judge at each checkpoint: one section per
+    benchmark, each line on its own step axis; lm-eval's keys are ``lmeval/<task>/<metric>[/<filter>]`` of the
+    tasks' YAMLs (the keys such a run logs: tests/integration/test_benchmark_contract.py)."""
+    overrides = [*PRESET, "+eval@callbacks.checkpoint_eval.evals.lm=lmeval", "callbacks.checkpoint_eval.evals.lm.lmeval.tasks=[gsm8k,commonsense_qa]",
+                 "+eval@callbacks.checkpoint_eval.evals.judge=judge"]
+    assert main([*overrides, "--group", GROUP, "--dry-run"]) == 0
+    spec = json.loads(capsys.readouterr().out)
+    assert spec["benchmarks"] == ["ifeval", "lmeval", "judge"]
+    lines = {p["y"][0]: p["x"] for p in _panels(spec, "lm-eval")}
+    assert lines == {"lmeval/gsm8k/exact_match/strict-match": "lmeval/step",
+                     "lmeval/gsm8k/exact_match/flexible-extract": "lmeval/step",
+                     "lmeval/commonsense_qa/acc": "lmeval/step"}
+    assert [(p["x"], p["y"]) for p in _panels(spec, "Judge")] == [("judge/step", ["judge/score_mean"])]

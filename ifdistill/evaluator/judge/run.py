@@ -40,12 +40,13 @@ from ifdistill.evaluator.errors import EvaluatorError, PromptTooLongError
 from ifdistill.evaluator.fingerprint import canonical_sha256, config_hash
 from ifdistill.evaluator.generation import Completion, Request, Sampling, finalize, scored_text
 from ifdistill.evaluator.judge import verdicts as V
+from ifdistill.evaluator.judge.verdicts import JUDGE_PLACEHOLDERS
 from ifdistill.evaluator.model_source import ModelSource, context_length, model_identity, resolve_model_source
 from ifdistill.evaluator.output import SAMPLES_FILE
 from ifdistill.evaluator.prompts import load_tokenizer, stop_token_ids
 from ifdistill.evaluator.results import package_versions, publish
 from ifdistill.evaluator.plan import EvalPlan, generate_responses
-from ifdistill.evaluator.settings import JUDGE_PLACEHOLDERS, JudgeSettings
+from ifdistill.evaluator.judge.settings import JudgeSettings
 
 log = logging.getLogger(__name__)
 

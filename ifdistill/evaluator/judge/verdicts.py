@@ -32,8 +32,11 @@ import re
 from collections import Counter
 from typing import Any, Optional, Sequence
 
-from ifdistill.ifeval.stats import mcnemar_exact
+from ifdistill.statistics import mcnemar_exact
 
+JUDGE_MODES = ("absolute", "pairwise")
+#: The placeholders each judge template must hold (filled by :func:`ifdistill.evaluator.judge.run.fill`).
+JUDGE_PLACEHOLDERS = {"absolute": ("prompt", "response"), "pairwise": ("prompt", "response_a", "response_b")}
 #: Bump when the parsing rules or the both-orders rule change (it enters eval_config_hash).
 PARSER_VERSION = "1"
 CATEGORIES = ("valid", "out_of_range", "missing", "several")

@@ -20,7 +20,7 @@ from ifdistill.callbacks.eval_logging import flat_metrics
 from ifdistill.evaluator.cli import compose_config
 from ifdistill.evaluator.output import read_results
 from ifdistill.evaluator.run import prepare
-from ifdistill.evaluator.schema import SAMPLE_SCHEMA, validate
+from ifdistill.evaluator.ifeval.schema import SAMPLE_SCHEMA, validate
 from ifdistill.ifbench import scorer_version
 from ifdistill.ifeval import score_rows
 from ifdistill.paths import shared_data_dir

@@ -59,7 +59,7 @@ VARIANTS = {
 def _publish(out_dir: Path, prompts: list[dict], variant: str, k: int = 0) -> list[dict]:
     """Score one variant of the responses and publish it like the evaluator does."""
     from ifdistill.evaluator.results import publish
-    from ifdistill.evaluator.schema import SAMPLE_SCHEMA, validate
+    from ifdistill.evaluator.ifeval.schema import SAMPLE_SCHEMA, validate
 
     transform = VARIANTS[variant]
     scored = score_rows([{**p, "response": transform(p["response"])} for p in prompts]).rows

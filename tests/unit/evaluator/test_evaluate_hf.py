@@ -18,7 +18,7 @@ from ifdistill.evaluator.errors import (ChatTemplateError, EmptyDatasetError, Ev
                                         OutputExistsError, PromptTooLongError)
 from ifdistill.evaluator.output import read_results
 from ifdistill.evaluator.run import evaluate
-from ifdistill.evaluator.schema import SAMPLE_SCHEMA, validate
+from ifdistill.evaluator.ifeval.schema import SAMPLE_SCHEMA, validate
 
 SMALL = ["eval=ifeval_local", "eval.backend=hf", "eval.data.max_examples=3", "eval.generation.max_new_tokens=4",
          "eval.runtime.progress=false"]
@@ -131,3 +131,36 @@ def test_help_lists_only_the_evaluators_config_groups(tmp_path):
     assert named == ["eval", "model", "paths"], groups
     assert "ifeval_local" in groups and "_base" not in groups  # options from conf/eval/, bases hidden
     assert "outputs/eval/jobs/" in done.stdout and not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize("override, says", [("nosuchkey=1", "Key 'nosuchkey' is not in struct"),
+                                            ("eval=nosuch", "Could not find 'eval/nosuch'")])
+def test_a_malformed_override_is_one_line_and_exit_2(tmp_path, override, says):
+    done = subprocess.run([str(Path(sys.executable).parent / "ifdistill-eval"), override], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("ifdistill-eval: error: ") and says in done.stderr
+
+
+@pytest.mark.slow  # two ifdistill-eval processes (~20 s each on 2 cores)
+def test_a_hand_run_prints_its_own_lines_and_a_rerun_repeats_it(tmp_path):
+    """By hand, the console holds the evaluator's own lines (the summary, the results path); the libraries'
+    INFO records land in console.log beside results.json (``verbose=true`` would show them as well).
+    ``ifdistill-eval rerun <eval dir>`` evaluates with the recorded configuration: the same hash and samples."""
+    script = str(Path(sys.executable).parent / "ifdistill-eval")
+    first, again = tmp_path / "first", tmp_path / "again"
+    done = subprocess.run([script, *SMALL, f"output_dir={first}", f"hydra.run.dir={first}"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line for line in (done.stdout + done.stderr).split("\n") if line.strip()]
+    assert len(lines) <= 15 and lines[-1].strip() == f"results: {first / 'results.json'}", lines
+    assert all("ifdistill" in line or not line.startswith("[") for line in lines), lines  # no library's records
+    assert "[INFO]" in (first / "console.log").read_text()
+    done = subprocess.run([script, "rerun", str(first), f"output_dir={again}"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (a, _), (b, _) = read_results(first), read_results(again)
+    assert a["eval_config_hash"] == b["eval_config_hash"] and a["config"]["eval"] == b["config"]["eval"]
+    assert (first / "samples.jsonl").read_bytes() == (again / "samples.jsonl").read_bytes()
+    missing = subprocess.run([script, "rerun", str(tmp_path / "nothing")], capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "results.json" in missing.stderr

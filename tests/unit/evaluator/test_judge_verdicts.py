@@ -10,7 +10,7 @@ import pytest
 
 from ifdistill.evaluator.judge import verdicts as V
 from ifdistill.evaluator.judge.run import fill, judge_verdict
-from ifdistill.evaluator.settings import JudgeModelSettings, JudgeSettings
+from ifdistill.evaluator.judge.settings import JudgeModelSettings, JudgeSettings
 
 # (judge output, category, value) on a 1-10 rubric
 SCORES = [

@@ -16,7 +16,7 @@ from ifdistill.evaluator.generation import scored_text
 from ifdistill.evaluator.prompts import build_prompts
 from ifdistill.evaluator.output import read_results
 from ifdistill.evaluator.run import evaluate
-from ifdistill.evaluator.schema import SAMPLE_SCHEMA, validate
+from ifdistill.evaluator.ifeval.schema import SAMPLE_SCHEMA, validate
 from ifdistill.evaluator.settings import FewShotSettings, GenerationSettings, SourceSettings
 from ifdistill.paths import ifeval_input_path
 
@@ -69,15 +69,15 @@ def test_scored_text_after_think():
 def test_unterminated_thinking_scores_empty_and_is_counted(tiny_qwen3_dir, tmp_path, monkeypatch):
     """With thinking on, a response cut inside its think block is scored as an empty answer (fails a
     'lowercase' instruction it would otherwise pass) and counted as unterminated."""
-    from ifdistill.evaluator import run as run_module
     from ifdistill.evaluator.generation import Completion
+    from ifdistill.evaluator.ifeval import benchmark as ifeval_benchmark
 
     texts = iter(["<think>\nhmm", "<think>\nok\n</think>\n\nall lowercase here", "all lowercase, no think"])
 
     def fake_finalize(ids, request, sampling, tokenizer):  # the responses a thinking model could give
         return Completion(token_ids=(1,), text=next(texts), finish_reason="length")
 
-    monkeypatch.setattr(run_module, "finalize", fake_finalize)
+    monkeypatch.setattr(ifeval_benchmark, "finalize", fake_finalize)  # where IFEval's execute cuts responses
     out = tmp_path / "out"
     results = evaluate(compose_config([*QWEN3_HF, "model.enable_thinking=true", "eval.generation.max_new_tokens=1"],
                                       output_dir=str(out)))

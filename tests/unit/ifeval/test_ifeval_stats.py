@@ -7,15 +7,8 @@ from fractions import Fraction
 
 import pytest
 
-from ifdistill.ifeval.stats import (
-    _quantile,
-    aggregate,
-    binomial_stderr,
-    clustered_ratio_stderr,
-    mcnemar_exact,
-    paired_bootstrap,
-    per_instruction_type,
-)
+from ifdistill.ifeval.stats import aggregate, per_instruction_type
+from ifdistill.statistics import _quantile, binomial_stderr, clustered_ratio_stderr, mcnemar_exact, paired_bootstrap
 
 
 def scored(ids, strict, loose):

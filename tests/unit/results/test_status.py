@@ -86,7 +86,7 @@ def test_an_extra_benchmark_has_its_own_counts_latest_scores_and_failures(tmp_pa
     status = run_status(run)
     assert (status["evaluated"], status["eval_step"]) == (2, 20)
     assert status["benchmarks"] == {"ifbench": {"eval_step": 10, "eval": {"prompt_level_loose_acc": 0.125},
-                                                "evaluated": 1}}
+                                                "evaluated": 1, "benchmark": "ifeval"}}  # results without a config
     assert [(f["step"], f["benchmark"]) for f in status["failures"]] == [(20, "ifbench")]  # IFEval's 20 is no fix
     assert main([str(run)]) == 0
     out = capsys.readouterr().out

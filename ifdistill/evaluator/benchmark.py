@@ -1,0 +1,222 @@
+"""What "a benchmark" is, and the registry every consumer of a result asks.
+
+A :class:`Benchmark` owns everything that differs between benchmarks: the validation of its config
+section, phase 1 and phase 2 on the evaluator's engine (:func:`ifdistill.evaluator.run.prepare` /
+``execute`` only dispatch), its metrics (which ones exist, the headline, which direction is better),
+its console summary, the columns of its W&B samples table and the W&B panels of its section. The
+evaluator core, the W&B logging, ``ifdistill-wandb-view``, ``ifdistill-status`` and the readers of
+results.json ask :func:`get` by the name results.json records (``config.eval.benchmark``) and never
+branch on a name.
+
+Registration: every subpackage of :mod:`ifdistill.evaluator` with a ``benchmark`` module is a
+benchmark; importing that module calls :func:`register`. Adding a benchmark is one folder
+(``ifdistill/evaluator/<name>/benchmark.py``) and one config (``conf/eval/<name>.yaml``); a test (or a
+plug-in) may also call :func:`register` with an instance of its own. Importing this module is cheap:
+the benchmark modules import their engines (lm-eval, the judge's backend) only when an evaluation runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import pkgutil
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+_REGISTRY: dict[str, "Benchmark"] = {}
+_DISCOVERED = False
+
+
+def _num(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def short_name(metric: str) -> str:
+    """A metric as tables and console lines title it (``prompt_level_strict_acc`` -> ``prompt strict``)."""
+    return metric.removesuffix("_acc").replace("_level_", " ").replace("_", " ")
+
+
+class Benchmark:
+    """One benchmark. Subclasses set the class attributes and override what their results need.
+
+    The defaults fit a benchmark whose results.json ``metrics`` are its own flat ``{name: value,
+    name_stderr: se}`` (lm-eval, the judge): every numeric value is a metric, the first is the headline."""
+
+    #: results.json's ``config.eval.benchmark``, the W&B namespace ``<name>/*`` and its step ``<name>/step``.
+    name: str = ""
+    #: How people write it (section titles, page columns).
+    display: str = ""
+    #: The benchmark an eval section without ``benchmark`` means (exactly one registration sets it).
+    default: bool = False
+    #: Whether a larger headline is better (the results page's deltas, rankings).
+    higher_is_better: bool = True
+    #: Aggregates a results.json of this benchmark must hold to be read at all.
+    required_metrics: tuple[str, ...] = ()
+    #: The results page's default columns ``(label, metric)`` (shown where some row has the metric).
+    page_columns: tuple[tuple[str, str], ...] = ()
+    #: Whether samples.jsonl rows are per-prompt strict/loose decisions that pair by key
+    #: (:func:`ifdistill.evaluator.output.read_samples`); else rows pair per document by their ``metrics``.
+    prompt_decisions: bool = False
+    #: Whether the metrics are fractions in [0, 1] (tables show them as percentages).
+    fractions: bool = False
+    #: Columns of the W&B samples table (:meth:`sample_row` fills them from a samples.jsonl row).
+    sample_columns: tuple[str, ...] = ("key", "prompt", "response")
+
+    # -- config ---------------------------------------------------------------------------------------
+    def check(self, settings: Any) -> None:
+        """Validate the parts of :class:`~ifdistill.evaluator.settings.EvalSettings` this benchmark reads;
+        raise :class:`~ifdistill.config.ConfigError` naming the key."""
+
+    # -- the evaluator's two phases ---------------------------------------------------------------------
+    def prepare(self, settings: Any, run: Any, model_cfg: dict[str, Any], source: Any, *, t0: float) -> Any:
+        """Phase 1: every check, rendering and ``eval_config_hash``; a plan (a
+        :class:`~ifdistill.evaluator.plan.PlanBase`) whose fingerprint holds only what this benchmark uses."""
+        raise NotImplementedError(f"benchmark {self.name!r} does not evaluate")
+
+    def execute(self, plan: Any, backend: Any, *, own: bool, runtime: Optional[dict[str, Any]],
+                t0: float) -> dict[str, Any]:
+        """Phase 2: generate / score on ``backend`` (closed afterwards when ``own``), publish, return results.json."""
+        raise NotImplementedError(f"benchmark {self.name!r} does not evaluate")
+
+    # -- results ---------------------------------------------------------------------------------------
+    def metric_values(self, results: Mapping[str, Any]) -> dict[str, float]:
+        """Aggregates and their ``<metric>_stderr`` as floats, absent or null values left out."""
+        return {k: float(v) for k, v in (results.get("metrics") or {}).items() if _num(v)}
+
+    def headline_metrics(self, results: Mapping[str, Any]) -> list[str]:
+        """The metrics a one-line summary shows (the console, ``ifdistill-status``), headline first."""
+        return [k for k in self.metric_values(results) if not k.endswith("_stderr")]
+
+    def summary(self, results: Mapping[str, Any]) -> list[str]:
+        """``ifdistill-eval``'s lines below the hash: the metrics with standard errors, then the timings."""
+        values = self.metric_values(results)
+        lines = [f"  {k} {values[k]:.4f}" + (f" ± {values[k + '_stderr']:.4f}" if k + "_stderr" in values else "")
+                 for k in self.headline_metrics(results)]
+        timings = results.get("timings") or {}
+        lines.append("  time: " + "  ".join(f"{k.removesuffix('_s')} {v:.1f}s" for k, v in timings.items()
+                                             if k.endswith("_s") and k != "total_s" and _num(v)))
+        return lines
+
+    def per_type(self, results: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+        """An optional breakdown ``{type: {value name: value}}`` (logged as ``<name>_type/<type>/<value>``)."""
+        return {}
+
+    def sample_row(self, row: Mapping[str, Any]) -> list[Any]:
+        """One samples.jsonl row as the W&B table's row (:attr:`sample_columns`, in order)."""
+        return [str(row.get(c, "")) if c == "key" else row.get(c, "") for c in self.sample_columns]
+
+    def sample_table(self, rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+        """The W&B samples table of samples.jsonl ``rows``: its columns and its rows."""
+        return list(self.sample_columns), [self.sample_row(r) for r in rows]
+
+    def claims(self, metric: str) -> bool:
+        """Whether a metric named without its benchmark (``--columns``, a metrics.json entry without
+        ``benchmark``) is this benchmark's."""
+        return False
+
+    # -- the contract test (tests/integration/test_benchmark_contract.py) ----------------------------------
+    def smoke_overrides(self, workdir: Path) -> list[str]:
+        """``ifdistill-eval`` overrides that evaluate this benchmark on the tiny model in seconds (its config,
+        a few rows or documents, a few new tokens); ``workdir`` may receive local data it needs. Every
+        registration states one, so the contract test runs it through every consumer of a result."""
+        raise NotImplementedError(f"benchmark {self.name!r} states no smoke evaluation (smoke_overrides)")
+
+    # -- the W&B view ----------------------------------------------------------------------------------
+    def panel_metrics(self, section: Mapping[str, Any]) -> list[str]:
+        """The metrics (without the ``<name>/`` prefix) an eval ``section`` of this benchmark logs and the
+        view plots against ``<name>/step``, headline first; known from the config alone."""
+        return []
+
+    def type_ids(self, section: Mapping[str, Any]) -> list[str]:
+        """The per-type breakdown's keys the view shows in one bar panel (none: no such panel)."""
+        return []
+
+    #: The per-type value the bar panel shows, and what a type is called.
+    type_value: str = ""
+    type_label: str = "type"
+
+
+def register(benchmark: Benchmark) -> Benchmark:
+    """Make ``benchmark`` known by its name (a second registration of a name replaces the first)."""
+    if not benchmark.name:
+        raise ValueError(f"{type(benchmark).__name__}: a benchmark needs a name")
+    _REGISTRY[benchmark.name] = benchmark
+    return benchmark
+
+
+def unregister(name: str) -> None:
+    """Forget a registration (tests that register their own)."""
+    _REGISTRY.pop(name, None)
+
+
+def subpackage_modules(module: str) -> list[Any]:
+    """``ifdistill.evaluator.<pkg>.<module>`` of every subpackage that has one (a benchmark's folder),
+    imported, in name order."""
+    out = []
+    for info in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda i: i.name):
+        if info.ispkg and importlib.util.find_spec(f"{__package__}.{info.name}.{module}") is not None:
+            out.append(importlib.import_module(f"{__package__}.{info.name}.{module}"))
+    return out
+
+
+def _discover() -> None:
+    global _DISCOVERED
+    if not _DISCOVERED:
+        subpackage_modules("benchmark")  # importing each registers it
+        _DISCOVERED = True
+
+
+def names() -> list[str]:
+    """Every registered benchmark's name (sorted)."""
+    _discover()
+    return sorted(_REGISTRY)
+
+
+def default_name() -> str:
+    """The benchmark an eval section or a results.json without ``benchmark`` belongs to."""
+    _discover()
+    return next(b.name for b in _REGISTRY.values() if b.default)
+
+
+class UnknownBenchmarkError(KeyError):
+    """No registration of that name; the message lists the known ones."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def get(name: Optional[str]) -> Benchmark:
+    """The benchmark registered as ``name`` (the default one for ``None`` or empty)."""
+    _discover()
+    if not name:
+        return _REGISTRY[default_name()]
+    if name not in _REGISTRY:
+        raise UnknownBenchmarkError(f"unknown benchmark {name!r} (known: {sorted(_REGISTRY)})")
+    return _REGISTRY[name]
+
+
+def benchmark_of(results: Mapping[str, Any]) -> str:
+    """The benchmark a results.json belongs to (``config.eval.benchmark``; the default one when absent)."""
+    return ((results.get("config") or {}).get("eval") or {}).get("benchmark") or default_name()
+
+
+def of_results(results: Mapping[str, Any]) -> Benchmark:
+    """The registration that reads ``results``."""
+    return get(benchmark_of(results))
+
+
+def ordered() -> list[Benchmark]:
+    """Every registration, the default one first, then by name."""
+    _discover()
+    return sorted(_REGISTRY.values(), key=lambda b: (not b.default, b.name))
+
+
+def claiming(metric: str) -> Optional[str]:
+    """The first benchmark (:func:`ordered`) that claims a metric named without its benchmark."""
+    return next((b.name for b in ordered() if b.claims(metric)), None)
+
+
+def of_sections(sections: Sequence[Mapping[str, Any]]) -> list[Benchmark]:
+    """The benchmarks of eval sections (each section's ``benchmark``, the default one when unnamed), once each."""
+    seen = dict.fromkeys(str(s.get("benchmark") or default_name()) for s in sections)
+    return [get(n) for n in seen]

@@ -1,0 +1,24 @@
+"""IFBench's registration (:mod:`ifdistill.evaluator.benchmark`).
+
+IFBench's reference evaluation judges strict and loose exactly as IFEval's does, so its rows go through
+IFEval's plan, scorer and results (:class:`~ifdistill.evaluator.ifeval.benchmark.InstructionBenchmark`);
+only the name (its W&B namespace ``ifbench/*``), the display name and the instruction ids of its per-type
+panel are its own.
+"""
+
+from __future__ import annotations
+
+from ifdistill.evaluator.benchmark import register
+from ifdistill.evaluator.ifeval.benchmark import InstructionBenchmark
+
+
+class IFBench(InstructionBenchmark):
+    name = "ifbench"
+    display = "IFBench"
+    default = False
+    page_columns = ()
+    local_config = "ifbench_local"
+    id_registry = ("ifdistill.ifbench.registry", "IFBENCH_REGISTRY")
+
+
+register(IFBench())
