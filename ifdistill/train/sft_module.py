@@ -85,7 +85,7 @@ class SFTModule(pl.LightningModule):
     def __init__(self, model: Mapping[str, Any], peft: Optional[Mapping[str, Any]] = None,
                  optim: Optional[Mapping[str, Any]] = None, *, seed: int = 42, val_names: Sequence[str] = ("heldout",),
                  dtype: Optional[str] = None, gradient_checkpointing: bool = False,
-                 attn_implementation: str = "sdpa", validate_at_start: bool = False,
+                 attn_implementation: Optional[str] = None, validate_at_start: bool = False,
                  logit_chunk_size: Optional[int] = None):
         super().__init__()
         self.save_hyperparameters()
@@ -166,7 +166,8 @@ class SFTModule(pl.LightningModule):
         """The student network on ``batch`` up to positions ``(rows, cols)``, then ``head``
         (:class:`SelectiveLM`'s argument: logits, hidden states, or a function of both)."""
         return self.lm(batch["input_ids"], rows, cols, attention_mask=batch.get("attention_mask"),
-                       position_ids=batch.get("position_ids"), head=head)
+                       position_ids=batch.get("position_ids"), cu_seqlens=batch.get("cu_seqlens"),
+                       max_seqlen=batch.get("max_seqlen"), head=head)
 
     def objective(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Sum (not mean) of the per-token loss of one micro-batch, and the sums to log."""
