@@ -55,8 +55,12 @@ def _labels(ids: np.ndarray, mask: Any) -> np.ndarray:
     return out
 
 
-def _meta(items: Sequence[Mapping[str, Any]], labels: list[np.ndarray]) -> dict[str, torch.Tensor]:
+def _meta(items: Sequence[Mapping[str, Any]], labels: list[np.ndarray], lab: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per-example counts, and the ``(row, col)`` of every position that predicts a supervised token
+    (:func:`ifdistill.train.losses.supervised_positions`, computed here on the host)."""
+    rows, cols = (lab[:, 1:] != IGNORE).nonzero(as_tuple=True)
     return {
+        "supervised_rows": rows, "supervised_cols": cols,
         "is_replay": torch.tensor([bool(it.get("is_replay", False)) for it in items]),
         "num_supervised": torch.tensor([int((lab != IGNORE).sum()) for lab in labels], dtype=torch.long),
         "example_index": torch.tensor([int(it.get("index", -1)) for it in items], dtype=torch.long),
@@ -86,7 +90,7 @@ class PadCollator:
             attn[b, : len(i)] = 1
         out = {p + "input_ids": input_ids, p + "attention_mask": attn, p + "labels": lab}
         if not p:
-            out.update(_meta(items, labels))
+            out.update(_meta(items, labels, lab))
         return out
 
 
@@ -145,7 +149,7 @@ class PackCollator:
         cu[1:] = torch.cumsum(torch.tensor(seqlens, dtype=torch.int32), 0)
         out = {"input_ids": input_ids, "labels": lab, "position_ids": pos, "seq_idx": seq_idx,
                "cu_seqlens": cu, "max_seqlen": max(seqlens)}  # a host int: reading it needs no device sync
-        out.update(_meta(items, labels))
+        out.update(_meta(items, labels, lab))
         return out
 
 
