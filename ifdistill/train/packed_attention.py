@@ -59,17 +59,22 @@ def resolve_attn_implementation(name: Optional[str]) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _varlen_kernel():
-    """``(varlen_attn, causal keyword arguments)`` of this torch, or ``None`` where it has none."""
+    """``(varlen_attn, causal keyword arguments)`` of this torch, or ``None`` where it has none. Its
+    keywords changed between releases (``is_causal``, later a ``window_size``; ``scale`` added), so they
+    are read from the signature; without ``scale`` the kernel's default ``1/sqrt(head_dim)`` is passed as
+    nothing and the caller checks the model wants that scale."""
     try:
         from torch.nn.attention.varlen import varlen_attn
     except ImportError:
         return None
     params = inspect.signature(varlen_attn).parameters
-    if "window_size" in params:  # torch >= 2.12: causal is the window (everything left, nothing right)
-        return varlen_attn, {"window_size": (-1, 0)}
-    if "is_causal" in params:
-        return varlen_attn, {"is_causal": True}
-    return None
+    if "window_size" in params:  # causal: the window is everything to the left, nothing to the right
+        causal: dict[str, Any] = {"window_size": (-1, 0)}
+    elif "is_causal" in params:
+        causal = {"is_causal": True}
+    else:
+        return None
+    return varlen_attn, causal, "scale" in params, "enable_gqa" in params
 
 
 def _repeat_heads(t: torch.Tensor, heads: int) -> torch.Tensor:
@@ -90,16 +95,21 @@ def packed_sdpa_attention(module: torch.nn.Module, query: torch.Tensor, key: tor
     if query.shape[0] != 1:
         raise ValueError(f"packed attention takes one flattened row, got a batch of {query.shape[0]}")
     heads = query.shape[1]
-    key, value = _repeat_heads(key, heads), _repeat_heads(value, heads)
     kernel = _varlen_kernel() if query.is_cuda and dropout == 0.0 else None
-    if kernel is not None:
-        varlen_attn, causal = kernel
+    default_scale = scaling is None or abs(scaling - query.shape[-1] ** -0.5) < 1e-12
+    if kernel is not None and (kernel[2] or default_scale):
+        varlen_attn, causal, takes_scale, takes_gqa = kernel
+        if not takes_gqa:
+            key, value = _repeat_heads(key, heads), _repeat_heads(value, heads)
         max_len = int(kwargs.get("max_length_q"))
-        q, k, v = (t[0].transpose(0, 1) for t in (query, key, value))  # (T, H, D)
-        out = varlen_attn(q, k, v, cu, cu, max_len, max_len, scale=scaling, **causal)
+        q, k, v = (t[0].transpose(0, 1).contiguous() for t in (query, key, value))  # (T, H, D)
+        extra = {"scale": scaling} if takes_scale else {}
+        if takes_gqa and k.shape[1] != heads:
+            extra["enable_gqa"] = True
+        out = varlen_attn(q, k, v, cu, cu, max_len, max_len, **extra, **causal)
         return out.unsqueeze(0), None
     bounds = cu.tolist()  # free on CPU; on CUDA only without the varlen kernel (torch < 2.10): a sync per layer
-    outs = []
+    outs = []  # sdpa_attention_forward shares the key/value heads itself (grouped-query attention)
     for start, end in zip(bounds[:-1], bounds[1:]):
         seg = slice(start, end)
         out, _ = sdpa_attention_forward(module, query[:, :, seg], key[:, :, seg], value[:, :, seg], None,
