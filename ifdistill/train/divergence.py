@@ -109,8 +109,11 @@ def all_finite(tensors: Iterable[torch.Tensor]) -> bool:
 
 
 def skips_on_device(optimizer: Any) -> bool:
-    """Whether ``optimizer.step`` honours ``found_inf`` (torch's fused Adam/AdamW; module docstring)."""
-    return isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)) and bool(optimizer.defaults.get("fused"))
+    """Whether ``optimizer.step`` honours ``found_inf`` (torch's fused Adam/AdamW; module docstring). Not for
+    sharded (DTensor) parameters: FSDP2's are checked synchronously, a plain ``found_inf`` beside them untried."""
+    if not (isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)) and optimizer.defaults.get("fused")):
+        return False
+    return not any(hasattr(p, "to_local") for g in optimizer.param_groups for p in g["params"])
 
 
 def _cadences(trainer) -> set[int]:
