@@ -68,6 +68,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make the repository importable
     sys.path.insert(0, str(ROOT))
 
+from bench.step_costs import profile_step, step_flops  # noqa: E402  (after the path is set)
+
 # -- shapes --------------------------------------------------------------------------------------------
 _ROPE, _EPS, _VOCAB = 1000000.0, 1e-6, 151936
 SHAPES: dict[str, dict[str, Any]] = {
@@ -258,25 +260,6 @@ def batches_from(dm, count: int) -> list[dict]:
     return [next(it) for _ in range(count)]
 
 
-# -- FLOPs ---------------------------------------------------------------------------------------------
-def step_flops(module, batch: Mapping[str, Any], *, c: int) -> float:
-    """Model FLOPs of one training step on a packed ``batch`` (formula in the module docstring; ``c`` 6 or 4)."""
-    from ifdistill.train.modeling import base_causal_lm
-
-    lm = base_causal_lm(module.model)
-    cfg = lm.config
-    body = sum(p.numel() for n, p in lm.named_parameters()
-               if "embed_tokens" not in n and "lm_head" not in n and "lora_" not in n)
-    lora = sum(p.numel() for n, p in module.model.named_parameters() if "lora_" in n)
-    seq = batch["seq_idx"][batch["seq_idx"] >= 0]
-    tokens = int(seq.numel())
-    docs = [int(c) for c in seq.unique(return_counts=True)[1]]
-    supervised = int((batch["labels"] != -100).sum())
-    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    attention = 6 * cfg.num_hidden_layers * cfg.num_attention_heads * head_dim * sum(n * n for n in docs)
-    return float(c * body * tokens + c * cfg.vocab_size * cfg.hidden_size * supervised + 6 * lora * tokens + attention)
-
-
 # -- measurements --------------------------------------------------------------------------------------
 def time_interleaved(variants: dict[str, tuple[Any, list[dict]]], device: str, precision: str,
                      warmup: int, steps: int) -> dict[str, dict[str, Any]]:
@@ -293,33 +276,6 @@ def time_interleaved(variants: dict[str, tuple[Any, list[dict]]], device: str, p
             times[name].append(time.perf_counter() - t0)
     return {name: {"step_s": statistics.median(t[warmup:]), "loss_first": losses[name][0],
                    "loss_last": losses[name][-1]} for name, t in times.items()}
-
-
-def profile_step(module, batch: Mapping[str, Any], optimizer, device: str, precision: str) -> dict[str, Any]:
-    """One step under ``torch.profiler``: host busy, device busy and wall seconds, and the top operators."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    cuda = torch.device(device).type == "cuda"
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    _sync(device)
-    with profile(activities=activities) as prof:
-        t0 = time.perf_counter()
-        train_step(module, batch, optimizer, device, precision)
-        _sync(device)
-        wall = time.perf_counter() - t0
-    events = prof.key_averages()
-
-    def device_us(e) -> float:
-        return float(getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0.0)) or 0.0)
-
-    host = sum(e.self_cpu_time_total for e in events) / 1e6
-    busy = sum(device_us(e) for e in events) / 1e6 if cuda else None
-    top = sorted(events, key=device_us if cuda else (lambda e: e.self_cpu_time_total), reverse=True)[:8]
-    return {"wall_s": wall, "host_busy_s": host, "device_busy_s": busy,
-            "device_busy_share": busy / wall if busy is not None and wall > 0 else None,
-            "top_ops": [{"name": e.key, "calls": e.count, "host_ms": e.self_cpu_time_total / 1e3,
-                         "device_ms": device_us(e) / 1e3 if cuda else None} for e in top]}
 
 
 def _is_oom(err: BaseException) -> bool:
@@ -370,7 +326,8 @@ def _measure_sft(model_dir: Path, device: str, *, peft: Mapping[str, Any], dtype
                    device).train()
     variants = {"sft": (module, batches)}
     timing = time_interleaved(variants, device, precision, warmup, steps)["sft"]
-    prof = profile_step(module, batches[-1], make_optimizer(module), device, precision)
+    optimizer = make_optimizer(module)
+    prof = profile_step(lambda: train_step(module, batches[-1], optimizer, device, precision), device)
     tokens = statistics.median(int((b["seq_idx"] >= 0).sum()) for b in batches[warmup:-1])
     flops = {c: statistics.median(step_flops(module, b, c=c) for b in batches[warmup:-1]) for c in (6, 4)}
     mfu = {c: flops[c] / timing["step_s"] / peak_flops if peak_flops else None for c in flops}

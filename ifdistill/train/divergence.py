@@ -28,7 +28,7 @@ is saved. The read handles each step in order as the synchronous check would -- 
 ``stop`` or past-the-bound error naming the first offending step and quantity -- so a non-finite step is
 never applied and nothing reads weights that were not checked; a stopped run computes (and discards)
 at most the steps up to the next read step. Other optimizers (SGD, DeepSpeed's, non-fused AdamW: the
-CPU default) are checked synchronously at every step.
+CPU default) and FSDP2's sharded parameters are checked synchronously at every step.
 
 Policy ``run.on_nonfinite``:
 
