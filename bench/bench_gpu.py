@@ -11,10 +11,17 @@ and chat template of the shared data folder (both real models have 151,936 embed
   (huggingface.co/Qwen/Qwen3-1.7B/blob/main/config.json, huggingface.co/Qwen/Qwen2.5-0.5B/blob/main/config.json);
 - ``--cpu-smoke``: the same two architectures (Qwen3, Qwen2) at hidden 64, 2 layers.
 
-What one step is: ``module.objective`` (the production loss: selective LM head, completion tokens only),
-backward of its token mean, AdamW step -- under ``torch.autocast(device, bfloat16)``, i.e. Lightning's
-``bf16-mixed``, with the weights in ``model.dtype`` of ``conf/model/qwen3_1.7b.yaml`` (bfloat16). SFT rows
-are *packed* (one row of up to ``--seq`` tokens, position ids restarting per example; 4096 on GPU).
+What one step is: the production step of ``ifdistill-train`` on one GPU -- ``module.training_step``
+(the method's real loss through the chunked LM head, ``logit_chunk_size`` of ``conf/train.yaml``,
+completion tokens only, token sums), backward, the divergence guard's device-side flags handed to the
+optimizer as ``found_inf``, gradient clipping at 1.0 and the optimizer the module configures (fused AdamW
+on CUDA) -- under ``torch.autocast(device, bfloat16)``, i.e. Lightning's ``bf16-mixed``, with the frozen
+weights in ``model.dtype`` of ``conf/model/qwen3_1.7b.yaml`` (bfloat16; full fine-tuning loads float32
+master weights, :mod:`ifdistill.train.modeling`). SFT rows are *packed* (rows of up to ``seq`` tokens,
+position ids restarting per example, the boundaries passed to the attention kernel of
+``model.attn_implementation: auto``; ``packed_sdpa`` in the CPU smoke so that its path runs there), at
+two sizes per step (``seqs``: 4,096 and 16,384 tokens on GPU; a row that runs out of GPU memory is
+retried with gradient checkpointing and says so).
 
 MFU = model FLOPs per second / peak dense bf16 FLOP/s of the device. Model FLOPs of one step (PaLM,
 Chowdhery et al. 2022, appendix B, with the causal attention halved):
@@ -25,7 +32,15 @@ with T tokens in the row, S supervised positions (the LM head runs only there), 
 parameters (embedding and head excluded), V*H the head; c = 6 for full fine-tuning (forward 2, input
 gradients 2, weight gradients 2) and c = 4 for LoRA (frozen weights get no weight gradient). The last
 term is causal attention (QK^T and AV, forward 2*d*len^2 per layer, backward twice that) within each
-packed example. Recomputation (gradient checkpointing) is not counted, as usual for MFU.
+packed example. Recomputation (gradient checkpointing) is not counted, as usual for MFU. Every SFT row
+reports both conventions: ``mfu_6n`` (c = 6, the usual "6N" count, which credits a LoRA step with the
+weight gradients it does not compute) and ``mfu_4n`` (c = 4: what a LoRA step computes); ``mfu`` is the
+one that matches the row (6N for full fine-tuning, 4N for LoRA).
+
+Where the time goes: one extra step of each SFT row runs under ``torch.profiler`` and the row reports
+the host's busy time (the sum of the CPU operators' self times: Python, dispatch, kernel launches), the
+device's busy time (the sum of the kernels' times) and the step's wall time; a device busy for much less
+than the wall time means the step is bound by the host (launches, synchronisations), not by the GPU.
 
 Peak dense bf16 tensor-core FLOP/s (NVIDIA data sheets, without sparsity): H100 SXM and H200 989.4 T,
 H100 NVL 835 T, H100 PCIe 756 T, A100 312 T; picked from ``torch.cuda.get_device_name()``; an unknown
@@ -52,6 +67,8 @@ from typing import Any, Iterable, Mapping, Optional
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make the repository importable
     sys.path.insert(0, str(ROOT))
+
+from bench.step_costs import profile_step, step_flops  # noqa: E402  (after the path is set)
 
 # -- shapes --------------------------------------------------------------------------------------------
 _ROPE, _EPS, _VOCAB = 1000000.0, 1e-6, 151936
@@ -150,19 +167,38 @@ def mean_loss(module, batch: Mapping[str, Any], device: str, precision: str):
     return loss_sum / stats["count"].clamp(min=1), stats
 
 
-def train_step(module, batch: Mapping[str, Any], optimizer, device: str, precision: str) -> float:
-    """Forward, backward, optimizer step; returns the token-mean loss before the update."""
-    loss, _ = mean_loss(module, batch, device, precision)
+def train_step(module, batch: Mapping[str, Any], optimizer, device: str, precision: str, index: int = 0):
+    """The production step (module docstring); returns the token-mean loss before the update (a device
+    tensor: reading it is the caller's one synchronisation)."""
+    import torch
+
+    from ifdistill.train.divergence import finite_flag, skips_on_device
+
+    with autocast(device, precision):
+        loss = module.training_step(to_device(batch, device), index)  # token mean: one micro-batch per step
+    finite_loss = torch.isfinite(loss.detach())
     loss.backward()
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    finite_grads = finite_flag([p.grad for p in params if p.grad is not None])
+    if skips_on_device(optimizer):
+        optimizer.found_inf = (~(finite_loss & finite_grads)).to(torch.float32)
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    return float(loss.detach())
+    return loss.detach()
 
 
 def make_optimizer(module, lr: float = 1e-5):
-    import torch
+    """The optimizer training configures (``SFTModule.configure_optimizers``: fused AdamW on CUDA)."""
+    module.optim_cfg = {**module.optim_cfg, "lr": lr, "schedule": "constant"}
+    return module.configure_optimizers()["optimizer"]
 
-    return torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=lr)
+
+def production_chunk_size() -> Optional[int]:
+    """``logit_chunk_size`` of ``conf/train.yaml``: the LM head as training runs it."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.load(ROOT / "conf" / "train.yaml").get("logit_chunk_size")
 
 
 def _sync(device: str) -> None:
@@ -224,26 +260,6 @@ def batches_from(dm, count: int) -> list[dict]:
     return [next(it) for _ in range(count)]
 
 
-# -- FLOPs ---------------------------------------------------------------------------------------------
-def step_flops(module, batch: Mapping[str, Any], *, full: bool) -> float:
-    """Model FLOPs of one training step on a packed ``batch`` (formula in the module docstring)."""
-    from ifdistill.train.modeling import base_causal_lm
-
-    lm = base_causal_lm(module.model)
-    cfg = lm.config
-    body = sum(p.numel() for n, p in lm.named_parameters()
-               if "embed_tokens" not in n and "lm_head" not in n and "lora_" not in n)
-    lora = sum(p.numel() for n, p in module.model.named_parameters() if "lora_" in n)
-    seq = batch["seq_idx"][batch["seq_idx"] >= 0]
-    tokens = int(seq.numel())
-    docs = [int(c) for c in seq.unique(return_counts=True)[1]]
-    supervised = int((batch["labels"] != -100).sum())
-    c = 6 if full else 4
-    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    attention = 6 * cfg.num_hidden_layers * cfg.num_attention_heads * head_dim * sum(n * n for n in docs)
-    return float(c * body * tokens + c * cfg.vocab_size * cfg.hidden_size * supervised + 6 * lora * tokens + attention)
-
-
 # -- measurements --------------------------------------------------------------------------------------
 def time_interleaved(variants: dict[str, tuple[Any, list[dict]]], device: str, precision: str,
                      warmup: int, steps: int) -> dict[str, dict[str, Any]]:
@@ -255,36 +271,72 @@ def time_interleaved(variants: dict[str, tuple[Any, list[dict]]], device: str, p
         for name, (module, batches) in variants.items():
             _sync(device)
             t0 = time.perf_counter()
-            losses[name].append(train_step(module, batches[i], optims[name], device, precision))
+            losses[name].append(float(train_step(module, batches[i], optims[name], device, precision, i)))
             _sync(device)
             times[name].append(time.perf_counter() - t0)
     return {name: {"step_s": statistics.median(t[warmup:]), "loss_first": losses[name][0],
                    "loss_last": losses[name][-1]} for name, t in times.items()}
 
 
+def _is_oom(err: BaseException) -> bool:
+    import torch
+
+    return isinstance(err, torch.cuda.OutOfMemoryError) or "out of memory" in str(err).lower()
+
+
 def measure_sft(model_dir: Path, device: str, *, peft: Mapping[str, Any], dtype: str, precision: str, seq: int,
-                warmup: int, steps: int, peak_flops: Optional[float], gradient_checkpointing: bool = False) -> dict[str, Any]:
-    """SFT on packed rows of ``seq`` tokens: tokens/s, MFU, peak memory."""
+                warmup: int, steps: int, peak_flops: Optional[float], gradient_checkpointing: bool = False,
+                attn_implementation: Optional[str] = None) -> dict[str, Any]:
+    """SFT on packed rows of ``seq`` tokens: tokens/s, MFU (6N and 4N), the profiled split, peak memory.
+    Out of GPU memory without gradient checkpointing: measured again with it (``gradient_checkpointing``)."""
+    import torch
+
+    try:
+        return _measure_sft(model_dir, device, peft=peft, dtype=dtype, precision=precision, seq=seq, warmup=warmup,
+                            steps=steps, peak_flops=peak_flops, gradient_checkpointing=gradient_checkpointing,
+                            attn_implementation=attn_implementation)
+    except RuntimeError as err:
+        if gradient_checkpointing or not _is_oom(err):
+            raise
+    torch.cuda.empty_cache()
+    return _measure_sft(model_dir, device, peft=peft, dtype=dtype, precision=precision, seq=seq, warmup=warmup,
+                        steps=steps, peak_flops=peak_flops, gradient_checkpointing=True,
+                        attn_implementation=attn_implementation)
+
+
+def _measure_sft(model_dir: Path, device: str, *, peft: Mapping[str, Any], dtype: str, precision: str, seq: int,
+                 warmup: int, steps: int, peak_flops: Optional[float], gradient_checkpointing: bool,
+                 attn_implementation: Optional[str]) -> dict[str, Any]:
     import torch
     from transformers import AutoTokenizer
 
     from ifdistill.data.build import build_train_dataset
+    from ifdistill.train.modeling import base_causal_lm
     from ifdistill.train.sft_module import SFTModule
 
     model = model_cfg(model_dir, dtype)
     tok = AutoTokenizer.from_pretrained(model_dir)
     items = [it for it in build_train_dataset(data_cfg(model, n=max(64, 4 * seq // 100)), tok).train.items
              if len(it["input_ids"]) <= seq]
-    batches = packed_rows(items, seq, tok.pad_token_id, warmup + steps)
+    batches = packed_rows(items, seq, tok.pad_token_id, warmup + steps + 1)  # + 1: the profiled step
     _reset_peak(device)
     torch.manual_seed(0)
-    module = place(SFTModule(model, peft, gradient_checkpointing=gradient_checkpointing), device).train()
-    timing = time_interleaved({"sft": (module, batches)}, device, precision, warmup, steps)["sft"]
-    tokens = statistics.median(int((b["seq_idx"] >= 0).sum()) for b in batches[warmup:])
-    flops = statistics.median(step_flops(module, b, full=peft["method"] == "none") for b in batches[warmup:])
+    module = place(SFTModule(model, peft, gradient_checkpointing=gradient_checkpointing,
+                             attn_implementation=attn_implementation, logit_chunk_size=production_chunk_size()),
+                   device).train()
+    variants = {"sft": (module, batches)}
+    timing = time_interleaved(variants, device, precision, warmup, steps)["sft"]
+    optimizer = make_optimizer(module)
+    prof = profile_step(lambda: train_step(module, batches[-1], optimizer, device, precision), device)
+    tokens = statistics.median(int((b["seq_idx"] >= 0).sum()) for b in batches[warmup:-1])
+    flops = {c: statistics.median(step_flops(module, b, c=c) for b in batches[warmup:-1]) for c in (6, 4)}
+    mfu = {c: flops[c] / timing["step_s"] / peak_flops if peak_flops else None for c in flops}
+    own = 6 if peft["method"] == "none" else 4
     out = {"tokens_per_step": tokens, "step_s": timing["step_s"], "tokens_per_s": tokens / timing["step_s"],
-           "model_flops_per_step": flops,
-           "mfu": flops / timing["step_s"] / peak_flops if peak_flops else None,
+           "model_flops_per_step": flops[own], "model_flops_6n": flops[6], "model_flops_4n": flops[4],
+           "mfu": mfu[own], "mfu_6n": mfu[6], "mfu_4n": mfu[4], "profile": prof,
+           "attn_implementation": base_causal_lm(module.model).config._attn_implementation,
+           "logit_chunk_size": module.logit_chunk_size, "gradient_checkpointing": gradient_checkpointing,
            "peak_mem_gib": _peak_gib(device), "loss_first": timing["loss_first"], "loss_last": timing["loss_last"],
            "steps": steps, "params": sum(p.numel() for p in module.parameters()),
            "trainable_params": sum(p.numel() for p in module.parameters() if p.requires_grad)}
@@ -308,9 +360,11 @@ def measure_distill_ratio(model_dir: Path, device: str, *, dtype: str, precision
     dist_b = batches_from(TrainDataModule(data_cfg(model, n, k), model, micro_batch_size=micro_batch), warmup + steps)
     _reset_peak(device)
     torch.manual_seed(0)
-    sft = place(SFTModule(model, LORA), device).train()
+    chunk = production_chunk_size()
+    sft = place(SFTModule(model, LORA, logit_chunk_size=chunk), device).train()
     torch.manual_seed(0)
-    dist = place(ICLDistillModule(model, LORA, kd_ratio=0.5, teacher="frozen_initial"), device).train()
+    dist = place(ICLDistillModule(model, LORA, kd_ratio=0.5, teacher="frozen_initial", logit_chunk_size=chunk),
+                 device).train()
     t = time_interleaved({"sft": (sft, sft_b), "distill": (dist, dist_b)}, device, precision, warmup, steps)
     del sft, dist
     return {"sft_step_s": t["sft"]["step_s"], "distill_step_s": t["distill"]["step_s"],
@@ -340,11 +394,18 @@ def measure_generation(model_dir: Path, device: str, *, dtype: str, prompts: Opt
 
 
 # -- the whole benchmark -------------------------------------------------------------------------------
-GPU_SETTINGS = {"seq": 4096, "warmup": 2, "steps": 8, "distill_micro_batch": 8, "k": 4, "prompts": None,
-                "max_new_tokens": 256, "gen_batch_size": 64, "dtype": "bfloat16", "precision": "bf16-mixed"}
+GPU_SETTINGS = {"seqs": [4096, 16384], "warmup": 2, "steps": 8, "distill_micro_batch": 8, "k": 4, "prompts": None,
+                "max_new_tokens": 256, "gen_batch_size": 64, "dtype": "bfloat16", "precision": "bf16-mixed",
+                "attn_implementation": "auto"}
 # one torch thread: at these sizes a step is per-op overhead, and on a shared CPU more threads contend
-SMOKE_SETTINGS = {"seq": 256, "warmup": 1, "steps": 1, "distill_micro_batch": 2, "k": 4, "prompts": 4,
-                  "max_new_tokens": 8, "gen_batch_size": 4, "dtype": "bfloat16", "precision": "bf16-mixed", "threads": 1}
+SMOKE_SETTINGS = {"seqs": [256, 512], "warmup": 1, "steps": 1, "distill_micro_batch": 2, "k": 4, "prompts": 4,
+                  "max_new_tokens": 8, "gen_batch_size": 4, "dtype": "bfloat16", "precision": "bf16-mixed", "threads": 1,
+                  "attn_implementation": "packed_sdpa"}
+
+
+def sft_label(kind: str, seq: int) -> str:
+    """``sft_lora_packed_4k``: the measurement name of an SFT row (``kind`` lora or full, ``seq`` tokens)."""
+    return f"sft_{kind}_packed_{seq // 1024}k" if seq % 1024 == 0 else f"sft_{kind}_packed_{seq}"
 
 
 def run_benchmark(*, smoke: bool, device: str, models_root: Path, only: Iterable[str] = ()) -> dict[str, Any]:
@@ -365,12 +426,17 @@ def run_benchmark(*, smoke: bool, device: str, models_root: Path, only: Iterable
         t0 = time.perf_counter()
         model_dir = build_model_dir(model_name, shape, models_root)
         print(f"[bench] {model_name}: model at {model_dir} ({time.perf_counter() - t0:.0f} s)", flush=True)
-        common = dict(dtype=settings["dtype"], precision=settings["precision"], seq=settings["seq"], warmup=settings["warmup"],
-                      steps=settings["steps"], peak_flops=peak)
-        for label, peft in (("sft_lora_packed", LORA), ("sft_full_packed", FULL)):
-            r = measure_sft(model_dir, device, peft=peft, **common)
-            rows.append({"model": model_name, "measurement": label, **r})
-            print(f"[bench] {model_name} {label}: {r['tokens_per_s']:.0f} tok/s", flush=True)
+        common = dict(dtype=settings["dtype"], precision=settings["precision"], warmup=settings["warmup"],
+                      steps=settings["steps"], peak_flops=peak, attn_implementation=settings["attn_implementation"])
+        for seq in settings["seqs"]:
+            for kind, peft in (("lora", LORA), ("full", FULL)):
+                label = sft_label(kind, seq)
+                r = measure_sft(model_dir, device, peft=peft, seq=seq, **common)
+                rows.append({"model": model_name, "measurement": label, **r})
+                print(f"[bench] {model_name} {label}: {r['tokens_per_s']:.0f} tok/s", flush=True)
+                torch.cuda.empty_cache() if torch.cuda.is_available() else None
+            lora, full = rows[-2], rows[-1]
+            ratios[f"{model_name} lora/full tokens/s at {seq}"] = lora["tokens_per_s"] / full["tokens_per_s"]
         d = measure_distill_ratio(model_dir, device, dtype=settings["dtype"], precision=settings["precision"], micro_batch=settings["distill_micro_batch"],
                                   k=settings["k"], warmup=settings["warmup"], steps=settings["steps"])
         rows.append({"model": model_name, "measurement": f"distill_k{settings['k']}_shared_vs_sft_lora_padded", **d})
@@ -384,14 +450,18 @@ def run_benchmark(*, smoke: bool, device: str, models_root: Path, only: Iterable
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    """The rows as one Markdown table (what gpu_check prints)."""
+    """The rows as one Markdown table (what gpu_check prints); ``busy`` is the profiled step's device busy
+    share of its wall time (host-bound when well below 1)."""
     def f(v, fmt):
         return "-" if v is None else format(v, fmt)
 
-    lines = ["| model | measurement | tokens/s | step s | MFU | ratio | time s | peak GiB |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | measurement | tokens/s | step s | MFU 6N | MFU 4N | busy | ratio | time s | peak GiB |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        busy = (r.get("profile") or {}).get("device_busy_share")
         lines.append(f"| {r['model']} | {r['measurement']} | {f(r.get('tokens_per_s'), '.0f')} | "
-                     f"{f(r.get('step_s', r.get('distill_step_s')), '.4f')} | {f(r.get('mfu'), '.3f')} | "
+                     f"{f(r.get('step_s', r.get('distill_step_s')), '.4f')} | {f(r.get('mfu_6n'), '.3f')} | "
+                     f"{f(r.get('mfu_4n'), '.3f')} | {f(busy, '.2f')} | "
                      f"{f(r.get('ratio'), '.2f')} | {f(r.get('generate_s'), '.2f')} | {f(r.get('peak_mem_gib'), '.2f')} |")
     return "\n".join(lines)
 

@@ -112,6 +112,8 @@ def worker_sft_vs_trl(steps: int, warmup: int, n: int) -> dict:
     accuracy metrics, accelerate's backward) + the trainer's own AdamW. Padded: the very same tensors
     go to both. Packed: ifdistill's rows of <= ROW tokens (position ids restart per example) against
     TRL's padding-free batch (one flattened row with position ids) of the same examples.
+    ``ifdistill_packed_sdpa``: the packed rows with ``attn_implementation=packed_sdpa`` (the boundaries
+    passed to the kernel: one causal SDPA call per example on CPU) instead of the dense mask of ``sdpa``.
     """
     import torch
     from datasets import Dataset
@@ -142,14 +144,18 @@ def worker_sft_vs_trl(steps: int, warmup: int, n: int) -> dict:
         "ifdistill_padded": padded,
         "trl_padded": [{k: b[k] for k in ("input_ids", "attention_mask", "labels")} for b in padded],
         "ifdistill_packed": [PackCollator(pad, max_row_tokens=ROW)(g) for g in groups],
+        "ifdistill_packed_sdpa": [PackCollator(pad, max_row_tokens=ROW)(g) for g in groups],
         "trl_packed": [trl_collate(trl_rows(g)) for g in groups],
     }
     tokens = [int(b["attention_mask"].sum()) for b in padded]
 
+    lora = {"method": "lora", "r": R, "alpha": ALPHA, "target_modules": TARGETS}
     torch.manual_seed(0)
-    ours = SFTModule(model_cfg, {"method": "lora", "r": R, "alpha": ALPHA, "target_modules": TARGETS},
-                     logit_chunk_size=chunk_size())
+    ours = SFTModule(model_cfg, lora, logit_chunk_size=chunk_size(), attn_implementation="sdpa")
     ours_opt = torch.optim.AdamW([p for p in ours.parameters() if p.requires_grad], lr=LR)
+    torch.manual_seed(0)
+    varlen = SFTModule(model_cfg, lora, logit_chunk_size=chunk_size(), attn_implementation="packed_sdpa")
+    varlen_opt = torch.optim.AdamW([p for p in varlen.parameters() if p.requires_grad], lr=LR)
     path = resolve_model_path("builtin:tiny")
     args = SFTConfig(output_dir=os.environ.get("BENCH_TMP", "/tmp/bench-trl"), per_device_train_batch_size=MBS,
                      learning_rate=LR, lr_scheduler_type="constant", logging_steps=10**6, save_strategy="no",
@@ -167,14 +173,20 @@ def worker_sft_vs_trl(steps: int, warmup: int, n: int) -> dict:
         ours_opt.step()
         ours_opt.zero_grad(set_to_none=True)
 
+    def step_varlen(b, i):
+        varlen.training_step(b, i).backward()
+        varlen_opt.step()
+        varlen_opt.zero_grad(set_to_none=True)
+
     def step_trl(b, i):
         trainer.training_step(trainer.model, dict(b))
         trainer.optimizer.step()
         trainer.optimizer.zero_grad(set_to_none=True)
 
     runners = {"ifdistill_padded": step_ours, "trl_padded": step_trl, "ifdistill_packed": step_ours,
-               "trl_packed": step_trl}
+               "trl_packed": step_trl, "ifdistill_packed_sdpa": step_varlen}
     ours.train()
+    varlen.train()
     times: dict[str, list[float]] = {name: [] for name in runners}
     for i in range(warmup + steps):
         for name, run in runners.items():
@@ -430,6 +442,8 @@ def main() -> None:
                 for tag in ("padded", "packed"):
                     per_repeat[f"sft_{tag}_vs_trl (tokens/s)"] = [
                         r["sft"][f"trl_{tag}"]["step_s"] / r["sft"][f"ifdistill_{tag}"]["step_s"] for r in rs]
+                per_repeat["sft_packed_sdpa_vs_trl_packed (tokens/s)"] = [
+                    r["sft"]["trl_packed"]["step_s"] / r["sft"]["ifdistill_packed_sdpa"]["step_s"] for r in rs]
             else:
                 for variant in rs[0]["distill"]:
                     if variant != "sft":

@@ -20,6 +20,7 @@ class ModelSchema:
     name_or_path: str
     revision: Optional[str] = None
     dtype: str = "float32"
+    attn_implementation: str = "auto"  # training's attention kernel (ifdistill/train/packed_attention.py)
     chat_template: Optional[str] = None
     enable_thinking: Optional[bool] = None
     max_length: int = 2048

@@ -19,7 +19,10 @@ attention implementation (:func:`packed_model_inputs`):
   ``use_cache=True`` a cache object exists and that detection is skipped -- examples would attend
   across boundaries -- so the helper sets ``use_cache=False``. Alternatively an explicit 4D additive
   mask can be passed (``explicit_mask=True``); transformers uses a 4D mask as given.
-- ``flash_attention_2/3``: the flattened row with ``cu_seq_lens_q/k`` and ``max_length_q/k``.
+- ``flash_attention_2/3`` and ``packed_sdpa`` (:mod:`ifdistill.train.packed_attention`): the rows
+  flattened to one sequence with ``cu_seq_lens_q/k`` and ``max_length_q/k``, and a per-layer-type
+  mapping of ``None`` as ``attention_mask`` (transformers builds no mask): the kernel attends within
+  each example only, computing none of the blocks across examples.
 
 Padding rows inside a packed batch get positions restarting at 0, so they form their own block and
 never mix with real tokens.
@@ -34,6 +37,8 @@ import numpy as np
 import torch
 
 IGNORE = -100
+PACKED_SDPA = "packed_sdpa"  # registered with transformers by ifdistill.train.packed_attention
+VARLEN_IMPLEMENTATIONS = ("flash_attention_2", "flash_attention_3", PACKED_SDPA)  # they read cu_seq_lens
 
 
 def _ids(x: Any) -> np.ndarray:
@@ -50,8 +55,12 @@ def _labels(ids: np.ndarray, mask: Any) -> np.ndarray:
     return out
 
 
-def _meta(items: Sequence[Mapping[str, Any]], labels: list[np.ndarray]) -> dict[str, torch.Tensor]:
+def _meta(items: Sequence[Mapping[str, Any]], labels: list[np.ndarray], lab: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per-example counts, and the ``(row, col)`` of every position that predicts a supervised token
+    (:func:`ifdistill.train.losses.supervised_positions`, computed here on the host)."""
+    rows, cols = (lab[:, 1:] != IGNORE).nonzero(as_tuple=True)
     return {
+        "supervised_rows": rows, "supervised_cols": cols,
         "is_replay": torch.tensor([bool(it.get("is_replay", False)) for it in items]),
         "num_supervised": torch.tensor([int((lab != IGNORE).sum()) for lab in labels], dtype=torch.long),
         "example_index": torch.tensor([int(it.get("index", -1)) for it in items], dtype=torch.long),
@@ -81,7 +90,7 @@ class PadCollator:
             attn[b, : len(i)] = 1
         out = {p + "input_ids": input_ids, p + "attention_mask": attn, p + "labels": lab}
         if not p:
-            out.update(_meta(items, labels))
+            out.update(_meta(items, labels, lab))
         return out
 
 
@@ -139,8 +148,8 @@ class PackCollator:
         cu = torch.zeros(len(seqlens) + 1, dtype=torch.int32)
         cu[1:] = torch.cumsum(torch.tensor(seqlens, dtype=torch.int32), 0)
         out = {"input_ids": input_ids, "labels": lab, "position_ids": pos, "seq_idx": seq_idx,
-               "cu_seqlens": cu, "max_seqlen": torch.tensor(max(seqlens))}
-        out.update(_meta(items, labels))
+               "cu_seqlens": cu, "max_seqlen": max(seqlens)}  # a host int: reading it needs no device sync
+        out.update(_meta(items, labels, lab))
         return out
 
 
@@ -159,14 +168,13 @@ def block_causal_mask(seq_idx: torch.Tensor, dtype: torch.dtype = torch.float32)
     return mask.masked_fill(~allowed[:, None], torch.finfo(dtype).min)
 
 
-def packed_model_inputs(batch: Mapping[str, torch.Tensor], attn_implementation: str, *,
+def packed_model_inputs(batch: Mapping[str, Any], attn_implementation: str, *,
                         explicit_mask: bool = False) -> dict[str, Any]:
-    """Forward kwargs for a packed batch so that examples do not attend to each other."""
-    if attn_implementation.startswith("flash_attention"):
-        flat = batch["input_ids"].reshape(1, -1)
-        cu = batch["cu_seqlens"]
-        ml = int(batch["max_seqlen"])
-        return {"input_ids": flat, "position_ids": batch["position_ids"].reshape(1, -1), "use_cache": False,
+    """Forward kwargs for a packed batch so that examples do not attend to each other (module docstring)."""
+    if attn_implementation in VARLEN_IMPLEMENTATIONS:
+        cu, ml = batch["cu_seqlens"], int(batch["max_seqlen"])
+        return {"input_ids": batch["input_ids"].reshape(1, -1), "position_ids": batch["position_ids"].reshape(1, -1),
+                "use_cache": False, "attention_mask": {"full_attention": None, "sliding_attention": None},
                 "cu_seq_lens_q": cu, "cu_seq_lens_k": cu, "max_length_q": ml, "max_length_k": ml}
     if attn_implementation not in ("sdpa", "eager"):
         raise ValueError(f"no packed-batch recipe for attn_implementation={attn_implementation!r}")

@@ -15,6 +15,15 @@ its own shuffling). :class:`StepBatchSampler` cuts it into accumulation windows 
   interrupted one was, whatever Lightning's own epoch bookkeeping does (its batch index continues
   from the checkpoint and the shortened epoch ends where an uninterrupted one would).
 
+Loading on a GPU. ``packing: auto`` packs SFT training batches on a CUDA trainer: the micro-batch's
+examples are the same, concatenated into rows instead of padded, and the attention kernel gets their
+boundaries (:mod:`ifdistill.train.packed_attention`), so the per-example losses, the token-normalised
+step loss and the gradients are those of the padded batch up to float summation order (asserted in
+``tests/unit/train/test_packed_attention.py``); only the random draws of dropout, made per position, fall
+on other positions. ``num_workers: null`` means 2 worker processes on a CUDA trainer (collation off
+the training loop's thread) and none on CPU; batches go to pinned memory on CUDA, so the copy to the
+GPU is asynchronous. Distillation batches are never packed (teacher and student rows differ).
+
 Validation batches (held-out slices of each source) are sharded evenly across ranks and padded with
 *empty* examples (loss mask all zero): every rank runs the same number of forward passes -- ZeRO-3 and
 FSDP gather parameters collectively and would hang otherwise -- while the padding adds no token to
@@ -39,6 +48,8 @@ from ifdistill.data.render import template_text
 from ifdistill.models import resolve_model_path
 
 PAD_INDEX = -1
+AUTO = "auto"
+GPU_WORKERS = 2  # num_workers: null on CUDA; collation of a micro-batch takes milliseconds, two hide it
 
 
 def supervised_tokens(item: Mapping[str, Any]) -> int:
@@ -174,20 +185,40 @@ class TrainDataModule(pl.LightningDataModule):
     """
 
     def __init__(self, data: DataConfig, model: Mapping[str, Any], *, micro_batch_size: int = 4,
-                 val_batch_size: int = 8, packing: bool = False, max_row_tokens: Optional[int] = None,
-                 num_workers: int = 0, manifest_path: Optional[str] = None):
+                 val_batch_size: int = 8, packing: bool | str = False, max_row_tokens: Optional[int] = None,
+                 num_workers: Optional[int] = 0, manifest_path: Optional[str] = None):
         super().__init__()
         if not isinstance(data, DataConfig):
             raise TypeError("TrainDataModule takes a resolved DataConfig (DataConfig.resolve(data, method=, model=))")
-        if data.icl is not None and packing:
+        if packing not in (True, False, AUTO):
+            raise ValueError(f"datamodule.packing must be true, false or auto, got {packing!r}")
+        if data.icl is not None and packing is True:
             raise ValueError("datamodule.packing is not supported for distillation (teacher and student differ)")
         self.data_cfg = data
         self.model_cfg = dict(model)
         self.micro_batch_size, self.val_batch_size = int(micro_batch_size), int(val_batch_size)
-        self.packing, self.max_row_tokens, self.num_workers = bool(packing), max_row_tokens, int(num_workers)
+        self._packing, self.max_row_tokens = packing, max_row_tokens
+        self._num_workers = None if num_workers is None else int(num_workers)
         self.manifest_path = manifest_path
         self.built = None
         self.tokenizer = None
+
+    def _on_cuda(self) -> bool:
+        t = self.trainer
+        return t.strategy.root_device.type == "cuda" if t is not None else torch.cuda.is_available()
+
+    @property
+    def packing(self) -> bool:
+        """Whether training batches are packed (``auto``: SFT on a CUDA trainer; module docstring)."""
+        if self._packing == AUTO:
+            return self.data_cfg.icl is None and self._on_cuda()
+        return bool(self._packing)
+
+    def loader_options(self) -> dict[str, Any]:
+        """``num_workers`` and ``pin_memory`` of every loader (module docstring)."""
+        cuda = self._on_cuda()
+        workers = self._num_workers if self._num_workers is not None else (GPU_WORKERS if cuda else 0)
+        return {"num_workers": workers, "pin_memory": cuda}
 
     @property
     def val_names(self) -> list[str]:
@@ -250,7 +281,7 @@ class TrainDataModule(pl.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         world, rank = self._world()
         return ResumableLoader(_Tagged(self.built.train), batch_sampler=self._step_batches(rank, world),
-                               collate_fn=self._collate(True), num_workers=self.num_workers)
+                               collate_fn=self._collate(True), **self.loader_options())
 
     def read_order(self, start_step: int, stop_step: float) -> list[int]:
         """The training indices that optimizer steps ``[start_step, stop_step)`` read on all ranks, each
@@ -275,5 +306,5 @@ class TrainDataModule(pl.LightningDataModule):
             ds = self.built.heldout[name]
             sampler = EvenShardBatchSampler(len(ds), batch_size=self.val_batch_size, rank=rank, world_size=world)
             out.append(DataLoader(_Tagged(ds), batch_sampler=sampler, collate_fn=self._collate(False),
-                                  num_workers=self.num_workers))
+                                  **self.loader_options()))
         return out

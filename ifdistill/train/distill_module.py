@@ -107,7 +107,7 @@ class ICLDistillModule(SFTModule):
         if teacher == "separate":
             self._frozen.append(self._freeze(SelectiveLM(build_model(
                 teacher_model, None, dtype=kwargs.get("dtype") or teacher_model.get("dtype"),
-                attn_implementation=kwargs.get("attn_implementation", "sdpa")))))
+                attn_implementation=kwargs.get("attn_implementation", "sdpa"), trainable=False))))
         elif teacher == "frozen_initial" and not is_peft(self.model):
             self._frozen.append(self._freeze(copy.deepcopy(self.lm)))
         self.teacher_source, self.cache_batch_size = teacher_source, int(cache_batch_size)

@@ -13,8 +13,22 @@ exported and scored. :class:`NonFiniteGuard` checks, on every optimizer step and
 The ranks agree through one all-reduce of a flag per check (a sum of per-quantity flags, so every rank
 names the same quantity); under FSDP2 each rank checks its shards, under DeepSpeed ZeRO the gradients
 live in DeepSpeed's partitions (``param.grad`` is empty), so there the loss and the weights are checked.
-The checks read each tensor once (its sum; element by element only when a sum is not finite, one
-synchronisation per check), less than the optimizer's own passes over the same tensors.
+The checks read each tensor once (its float64 sum: finite exactly when every element is, since no
+float32 or bfloat16 values can overflow a float64 sum), less than the optimizer's own passes.
+
+Without a host synchronisation per step. Deciding on the host whether a step is finite makes the CPU
+wait for the GPU every step, so it can no longer queue the next step's kernels while the GPU runs this
+one. Where the optimizer is torch's *fused* Adam/AdamW (the default on CUDA), the decision stays on the
+device: the flags go to the optimizer as ``found_inf`` (the hook ``GradScaler`` uses), and the fused
+kernel skips the whole update of a non-finite step -- weights, moments, weight decay and step count.
+The flags of each step are kept on the device and read (one synchronisation) at the *read steps*: every
+``trainer.log_every_n_steps``-th step, the step cadences of the other callbacks (``every_n_steps``:
+checkpoint evaluation; checkpoint saving), the last step, before validation and before any checkpoint
+is saved. The read handles each step in order as the synchronous check would -- skip records, the
+``stop`` or past-the-bound error naming the first offending step and quantity -- so a non-finite step is
+never applied and nothing reads weights that were not checked; a stopped run computes (and discards)
+at most the steps up to the next read step. Other optimizers (SGD, DeepSpeed's, non-fused AdamW: the
+CPU default) and FSDP2's sharded parameters are checked synchronously at every step.
 
 Policy ``run.on_nonfinite``:
 
@@ -77,17 +91,40 @@ class TrainingDiverged(Exception):
                 "checkpoint": str(self.checkpoint) if self.checkpoint else None, "time": now_iso()}
 
 
-def all_finite(tensors: Iterable[torch.Tensor]) -> bool:
-    """Whether every element of every tensor is finite (a DTensor is checked on its local shard).
-
-    The tensors' sums first (one pass each, no allocation, one synchronisation); only when a sum is not
-    finite -- a NaN or infinity, or finite values whose sum overflows -- element by element."""
+def finite_flag(tensors: Iterable[torch.Tensor]) -> Optional[torch.Tensor]:
+    """A 0-d bool tensor on the tensors' device: every element of every tensor is finite (a DTensor by its
+    local shard); ``None`` for no tensors. No synchronisation: the decision stays on the device."""
     local = [_local(t) for t in tensors]
     if not local:
-        return True
-    if bool(torch.isfinite(torch.stack([t.sum(dtype=torch.float32) for t in local])).all()):
-        return True
-    return all(bool(torch.isfinite(t).all()) for t in local)
+        return None
+    sums = [t.sum(dtype=torch.float64) if t.dtype != torch.float64
+            else torch.where(torch.isfinite(t).all(), 0.0, math.inf).to(torch.float64) for t in local]
+    return torch.isfinite(torch.stack(sums)).all()
+
+
+def all_finite(tensors: Iterable[torch.Tensor]) -> bool:
+    """Whether every element of every tensor is finite (:func:`finite_flag` read on the host: one sync)."""
+    flag = finite_flag(tensors)
+    return True if flag is None else bool(flag)
+
+
+def skips_on_device(optimizer: Any) -> bool:
+    """Whether ``optimizer.step`` honours ``found_inf`` (torch's fused Adam/AdamW; module docstring). Not for
+    sharded (DTensor) parameters: FSDP2's are checked synchronously, a plain ``found_inf`` beside them untried."""
+    if not (isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)) and optimizer.defaults.get("fused")):
+        return False
+    return not any(hasattr(p, "to_local") for g in optimizer.param_groups for p in g["params"])
+
+
+def _cadences(trainer) -> set[int]:
+    """The step cadences at which something reads the logs, the weights or the checkpoints."""
+    out = {max(1, int(trainer.log_every_n_steps))}
+    for cb in trainer.callbacks:
+        for attr in ("every_n_steps", "_every_n_train_steps"):
+            v = getattr(cb, attr, None)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                out.add(v)
+    return out
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:
@@ -130,19 +167,28 @@ class NonFiniteGuard(Callback):
         self.skipped: list[dict[str, Any]] = []
         self._loss_finite: list[torch.Tensor] = []  # per micro-batch of the step; read once, at its end
         self._seen_step = -1
+        self._pending: list[tuple[int, torch.Tensor]] = []  # (step, all-reduced flags) not read yet
+        self._read_every: set[int] = {1}
+        self.reads = 0  # host reads of the device flags (one synchronisation each)
 
     # -- checks ---------------------------------------------------------------------------------
     def on_train_start(self, trainer, pl_module) -> None:
         self._seen_step = trainer.global_step
+        self._read_every = _cadences(trainer)
 
     def on_before_backward(self, trainer, pl_module, loss: torch.Tensor) -> None:
         self._loss_finite.append(torch.isfinite(loss.detach()).all())
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
         grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
-        loss_bad = bool(self._loss_finite) and not bool(torch.stack(self._loss_finite).all())
+        loss_ok = torch.stack(self._loss_finite).all() if self._loss_finite else None
         self._loss_finite = []
-        bad = self._agree(trainer, loss=loss_bad, gradient=not all_finite(grads))
+        flags = self._flags(trainer, loss=loss_ok, gradient=finite_flag(grads))
+        if skips_on_device(optimizer):  # the fused kernel skips the update where found_inf != 0
+            optimizer.found_inf = (flags[:2].sum() > 0).to(torch.float32)
+            self._pending.append((trainer.global_step + 1, flags))
+            return
+        bad = self._first_bad(flags.tolist())
         if bad is None:
             return
         for group in optimizer.param_groups:  # the optimizer leaves a parameter without a gradient alone
@@ -157,17 +203,51 @@ class NonFiniteGuard(Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if trainer.global_step == self._seen_step:  # inside an accumulation window
             return
-        self._seen_step = trainer.global_step
-        if self._agree(trainer, weights=not all_finite(_weights(pl_module))) is not None:
-            raise self._diverged(trainer, trainer.global_step, "weights")
+        self._seen_step = step = trainer.global_step
+        weights = self._flags(trainer, weights=finite_flag(_weights(pl_module)))
+        if self._pending and self._pending[-1][0] == step:  # deferred: this step's flags, read at a read step
+            self._pending[-1] = (step, self._pending[-1][1] + weights)
+            if step >= trainer.max_steps > 0 or any(step % n == 0 for n in self._read_every):
+                self.read(trainer)
+            return
+        if self._first_bad(weights.tolist()) is not None:
+            raise self._diverged(trainer, step, "weights")
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        self.read(trainer)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self.read(trainer)
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
+        self.read(trainer)  # raising here leaves the checkpoint unwritten
+
+    def read(self, trainer) -> None:
+        """Read the deferred flags (one synchronisation) and act on each step in order (module docstring)."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        self.reads += 1
+        for (step, _), values in zip(pending, torch.stack([f for _, f in pending]).tolist()):
+            bad = self._first_bad(values)
+            if bad == "weights" or (bad is not None and (self.policy != "skip" or len(self.skipped) >= self.max_skipped)):
+                raise self._diverged(trainer, step, bad)
+            if bad is not None:
+                self._skip(trainer, step, bad)
 
     # -- internals ------------------------------------------------------------------------------
     @staticmethod
-    def _agree(trainer, **local: bool) -> Optional[str]:
-        """The first quantity non-finite on any rank (one all-reduce), or None."""
-        flags = torch.tensor([float(local.get(q, False)) for q in QUANTITIES], device=trainer.strategy.root_device)
-        total = trainer.strategy.reduce(flags, reduce_op="sum") if trainer.world_size > 1 else flags
-        return next((q for q, f in zip(QUANTITIES, total.tolist()) if f > 0), None)
+    def _flags(trainer, **finite: Optional[torch.Tensor]) -> torch.Tensor:
+        """Per-quantity non-finite counts over ranks (one all-reduce, no synchronisation) as a device tensor."""
+        device = trainer.strategy.root_device
+        flags = torch.stack([(~finite[q]).to(device, torch.float32) if finite.get(q) is not None
+                             else torch.zeros((), device=device) for q in QUANTITIES])
+        return trainer.strategy.reduce(flags, reduce_op="sum") if trainer.world_size > 1 else flags
+
+    @staticmethod
+    def _first_bad(values: list[float]) -> Optional[str]:
+        """The first quantity non-finite on any rank, or None."""
+        return next((q for q, f in zip(QUANTITIES, values) if f > 0), None)
 
     def _skip(self, trainer, step: int, quantity: str) -> None:
         entry = {"step": step, "quantity": quantity}

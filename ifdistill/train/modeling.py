@@ -10,6 +10,18 @@ the root's parameters sharded.
 
 LoRA teachers: PEFT's ``disable_adapter()`` gives the frozen initial model from the same weights, so a
 LoRA run never holds a second copy (see :mod:`ifdistill.train.distill_module`).
+
+Precision under ``bf16-mixed`` (``torch.autocast``; ``model.dtype`` bfloat16 on GPU):
+
+- LoRA: the frozen base weights are stored in ``model.dtype``; the adapters are the optimizer's float32
+  master weights, and they compute in the autocast dtype from autocast's per-step cached copy. PEFT casts
+  each adapted layer's *input* to the adapter's dtype (float32) and autocast casts it back to bfloat16 for
+  the adapter's matmuls: two activation-sized copies per adapted layer and direction, values unchanged
+  (bf16 -> fp32 -> bf16 is exact). :class:`SelectiveLM` turns that cast off while autocast is on.
+- Full fine-tuning: every weight is trained, so every weight is loaded in float32 (the master weights;
+  autocast computes in bfloat16). Training bfloat16 weights directly would round each update to 8
+  significant bits: an update below 2^-9 of a weight is lost. ``bf16-true`` and DeepSpeed's ``bf16``
+  cast the module themselves (DeepSpeed keeps its own float32 master copy).
 """
 
 from __future__ import annotations
@@ -22,7 +34,9 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
+from ifdistill.data.collate import PACKED_SDPA, packed_model_inputs
 from ifdistill.models import resolve_model_path
+from ifdistill.train.packed_attention import passes_boundaries, resolve_attn_implementation
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +77,13 @@ def _quantization_config(quantize: Optional[str]):
 
 
 def load_causal_lm(name_or_path: str, *, dtype: str | torch.dtype = "float32", revision: Optional[str] = None,
-                   attn_implementation: str = "sdpa", quantize: Optional[str] = None) -> nn.Module:
-    """A Hugging Face causal LM in train mode (``from_pretrained`` returns eval mode: dropout off)."""
+                   attn_implementation: Optional[str] = "sdpa", quantize: Optional[str] = None) -> nn.Module:
+    """A Hugging Face causal LM in train mode (``from_pretrained`` returns eval mode: dropout off);
+    ``attn_implementation`` ``auto``/``None``: :func:`~ifdistill.train.packed_attention.default_attn_implementation`."""
     from transformers import AutoModelForCausalLM
 
-    kwargs: dict[str, Any] = {"dtype": torch_dtype(dtype), "attn_implementation": attn_implementation}
+    kwargs: dict[str, Any] = {"dtype": torch_dtype(dtype),
+                              "attn_implementation": resolve_attn_implementation(attn_implementation)}
     if revision:
         kwargs["revision"] = revision
     qconf = _quantization_config(quantize)
@@ -84,7 +100,7 @@ def load_causal_lm(name_or_path: str, *, dtype: str | torch.dtype = "float32", r
 
 
 def apply_lora(model: nn.Module, peft_cfg: Mapping[str, Any]) -> nn.Module:
-    """Wrap ``model`` with a LoRA adapter; base weights frozen, adapter weights in float32."""
+    """Wrap ``model`` with a LoRA adapter; base weights frozen, adapter weights in float32 (the master copy)."""
     from peft import LoraConfig, get_peft_model
 
     cfg = LoraConfig(
@@ -104,15 +120,23 @@ def apply_lora(model: nn.Module, peft_cfg: Mapping[str, Any]) -> nn.Module:
 
 def build_model(model_cfg: Mapping[str, Any], peft_cfg: Optional[Mapping[str, Any]] = None, *,
                 dtype: Optional[str] = None, gradient_checkpointing: bool = False,
-                attn_implementation: str = "sdpa") -> nn.Module:
-    """The model a training module wraps: base LM (+ LoRA when ``peft_cfg.method == 'lora'``)."""
+                attn_implementation: Optional[str] = None, trainable: bool = True) -> nn.Module:
+    """The model a training module wraps: base LM (+ LoRA when ``peft_cfg.method == 'lora'``).
+
+    ``attn_implementation`` overrides ``model.attn_implementation`` (default ``auto``). A fully trained
+    model (``peft.method: none``, ``trainable``) is loaded in float32 whatever ``model.dtype`` says: its
+    weights are the optimizer's master weights (module docstring); a frozen model (a teacher) keeps
+    ``model.dtype``."""
     peft_cfg = dict(peft_cfg or {})
     method = peft_cfg.get("method", "none")
     if method not in ("none", "lora"):
         raise ValueError(f"peft.method must be 'none' or 'lora', got {method!r}")
     quantize = peft_cfg.get("quantize") if method == "lora" else None
-    model = load_causal_lm(model_cfg["name_or_path"], dtype=dtype or model_cfg.get("dtype", "float32"),
-                           revision=model_cfg.get("revision"), attn_implementation=attn_implementation,
+    dtype = dtype or model_cfg.get("dtype", "float32")
+    if method == "none" and trainable:
+        dtype = "float32"
+    model = load_causal_lm(model_cfg["name_or_path"], dtype=dtype, revision=model_cfg.get("revision"),
+                           attn_implementation=attn_implementation or model_cfg.get("attn_implementation"),
                            quantize=quantize)
     if gradient_checkpointing:
         # Non-reentrant checkpointing needs no input gradients, so it works with frozen embeddings (LoRA).
@@ -142,6 +166,30 @@ def decoder_layers(model: nn.Module) -> list[nn.Module]:
 
 
 @contextlib.contextmanager
+def adapter_input_cast_off(layers: list[nn.Module], off: bool):
+    """PEFT's cast of each adapted layer's input to the adapter's dtype turned off while ``off`` (module docstring)."""
+    if not off or not layers:
+        yield
+        return
+    for layer in layers:
+        layer.cast_input_dtype_enabled = False
+    try:
+        yield
+    finally:
+        for layer in layers:
+            layer.cast_input_dtype_enabled = True
+
+
+def tuner_layers(model: nn.Module) -> list[nn.Module]:
+    """PEFT's adapted layers of ``model`` (none for a model without an adapter)."""
+    if not is_peft(model):
+        return []
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    return [m for m in model.modules() if isinstance(m, BaseTunerLayer)]
+
+
+@contextlib.contextmanager
 def adapter_disabled(model: nn.Module):
     """Run the base weights only (no-op for models without an adapter)."""
     if is_peft(model):
@@ -161,7 +209,7 @@ def causal_mask_suffices(lm: nn.Module, attention_mask: torch.Tensor) -> bool:
     skips the blocks above the diagonal -- about 5% of a padded SFT step on CPU, more for the long
     teacher rows of ICL distillation. Only for SDPA: flash-attention uses the mask to unpad instead.
     """
-    if getattr(lm.config, "_attn_implementation", None) != "sdpa" or attention_mask.dim() != 2:
+    if getattr(lm.config, "_attn_implementation", None) not in ("sdpa", PACKED_SDPA) or attention_mask.dim() != 2:
         return False
     return bool((attention_mask[:, 1:] <= attention_mask[:, :-1]).all())
 
@@ -178,24 +226,37 @@ class SelectiveLM(nn.Module):
     def __init__(self, model: nn.Module):
         super().__init__()
         self.model = model
+        self._tuner_layers = tuner_layers(model)
 
     def forward(self, input_ids: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, *,
                 attention_mask: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
+                cu_seqlens: Optional[torch.Tensor] = None, max_seqlen: Optional[int] = None,
                 prefix_ids: Optional[torch.Tensor] = None, head: bool | Callable[[torch.Tensor, nn.Module], Any] = True
                 ) -> Any:
         """``(N, V)`` float32 logits at ``(rows, cols)``; ``head=False``: the ``(N, H)`` hidden states there;
         ``head=fn``: ``fn(hidden states, LM head module)``, run inside this forward -- where FSDP2 has the
-        root's parameters (the head's among them) unsharded (:mod:`ifdistill.train.chunked_head`)."""
+        root's parameters (the head's among them) unsharded (:mod:`ifdistill.train.chunked_head`).
+
+        Packed rows (``position_ids`` restarting per example, ``cu_seqlens``/``max_seqlen`` of the
+        collator): an implementation that reads sequence boundaries gets the rows flattened, with them
+        (:mod:`ifdistill.train.packed_attention`); ``sdpa``/``eager`` get the position restarts."""
         lm = base_causal_lm(self.model)
         decoder = lm.get_decoder() if hasattr(lm, "get_decoder") else lm.model
-        if prefix_ids is None:
-            if attention_mask is not None and position_ids is None and causal_mask_suffices(lm, attention_mask):
-                attention_mask = None
-            # use_cache=False: a cache object would also disable transformers' packed-sequence detection.
-            hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                             use_cache=False).last_hidden_state
-        else:
-            hidden = self._continue_prefix(decoder, lm.config, prefix_ids, input_ids, attention_mask)
+        autocast = torch.is_autocast_enabled(input_ids.device.type)
+        with adapter_input_cast_off(self._tuner_layers, off=autocast):
+            if prefix_ids is not None:
+                hidden = self._continue_prefix(decoder, lm.config, prefix_ids, input_ids, attention_mask)
+            elif cu_seqlens is not None and passes_boundaries(getattr(lm.config, "_attn_implementation", None)):
+                flat = packed_model_inputs({"input_ids": input_ids, "position_ids": position_ids,
+                                            "cu_seqlens": cu_seqlens, "max_seqlen": max_seqlen},
+                                           lm.config._attn_implementation)
+                hidden = decoder(**flat).last_hidden_state.reshape(*input_ids.shape, -1)
+            else:
+                if attention_mask is not None and position_ids is None and causal_mask_suffices(lm, attention_mask):
+                    attention_mask = None
+                # use_cache=False: a cache object would also disable transformers' packed-sequence detection.
+                hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                                 use_cache=False).last_hidden_state
         hidden = hidden[rows, cols]
         if callable(head):
             return head(hidden, lm.get_output_embeddings())

@@ -41,15 +41,16 @@ class OptimSchema:
     warmup_steps: int = 0
     min_lr_ratio: float = 0.0
     foreach: Optional[bool] = None
+    fused: Optional[bool] = None  # null: fused AdamW where every trainable parameter is on CUDA
 
 
 @dataclass
 class DataModuleSchema:
     micro_batch_size: int = 4
     val_batch_size: int = 8
-    packing: bool = False
+    packing: Any = "auto"  # true | false | auto (SFT on a GPU)
     max_row_tokens: Optional[int] = None
-    num_workers: int = 0
+    num_workers: Optional[int] = None  # null: 2 on a GPU, 0 on CPU
 
 
 @dataclass

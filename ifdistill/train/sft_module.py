@@ -78,6 +78,7 @@ class SFTModule(pl.LightningModule):
         optim: ``lr``, ``weight_decay``, ``betas``, ``eps``, ``schedule``, ``warmup_steps``, ``min_lr_ratio``.
         val_names: names of the validation dataloaders, in order (``val/<name>/ce`` ...).
         dtype: overrides ``model.dtype`` (``train()`` forces float32 on CPU).
+        attn_implementation: overrides ``model.attn_implementation`` (:mod:`ifdistill.train.packed_attention`).
         logit_chunk_size: apply the LM head, the objective and the held-out sums to this many supervised
             positions at a time (:mod:`ifdistill.train.chunked_head`); ``None``: all at once.
     """
@@ -85,7 +86,7 @@ class SFTModule(pl.LightningModule):
     def __init__(self, model: Mapping[str, Any], peft: Optional[Mapping[str, Any]] = None,
                  optim: Optional[Mapping[str, Any]] = None, *, seed: int = 42, val_names: Sequence[str] = ("heldout",),
                  dtype: Optional[str] = None, gradient_checkpointing: bool = False,
-                 attn_implementation: str = "sdpa", validate_at_start: bool = False,
+                 attn_implementation: Optional[str] = None, validate_at_start: bool = False,
                  logit_chunk_size: Optional[int] = None):
         super().__init__()
         self.save_hyperparameters()
@@ -157,16 +158,23 @@ class SFTModule(pl.LightningModule):
     # -- forward ----------------------------------------------------------------------------------
     @staticmethod
     def supervised(batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``rows``, ``cols`` of the positions that predict supervised tokens, and the ``(N,)`` targets."""
+        """``rows``, ``cols`` of the positions that predict supervised tokens, and the ``(N,)`` targets.
+
+        The collator's ``supervised_rows``/``supervised_cols`` when present: found on the host, so the
+        device does not have to count them (a ``nonzero`` on the GPU waits for all queued work)."""
         labels = batch["labels"]
-        rows, cols = supervised_positions(labels)
+        if "supervised_rows" in batch:
+            rows, cols = batch["supervised_rows"], batch["supervised_cols"]
+        else:
+            rows, cols = supervised_positions(labels)
         return rows, cols, labels[rows, cols + 1]
 
     def student(self, batch: Mapping[str, torch.Tensor], rows: torch.Tensor, cols: torch.Tensor, head: Any) -> Any:
         """The student network on ``batch`` up to positions ``(rows, cols)``, then ``head``
         (:class:`SelectiveLM`'s argument: logits, hidden states, or a function of both)."""
         return self.lm(batch["input_ids"], rows, cols, attention_mask=batch.get("attention_mask"),
-                       position_ids=batch.get("position_ids"), head=head)
+                       position_ids=batch.get("position_ids"), cu_seqlens=batch.get("cu_seqlens"),
+                       max_seqlen=batch.get("max_seqlen"), head=head)
 
     def objective(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Sum (not mean) of the per-token loss of one micro-batch, and the sums to log."""
@@ -227,22 +235,22 @@ class SFTModule(pl.LightningModule):
         self.train_sums.add(self._data_sums(batch))
         return loss_sum * (self._backward_scale() / total.clamp(min=1).to(loss_sum.dtype))
 
-    def _data_sums(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def _data_sums(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
+        """Device tensors and host numbers only: nothing here waits for the device (no boolean indexing)."""
         labels = batch["labels"]
         if "attention_mask" in batch:
             real = batch["attention_mask"].sum()
         elif "seq_idx" in batch:  # packed rows: -1 marks the row padding
             real = (batch["seq_idx"] >= 0).sum()
         else:
-            real = torch.tensor(float(labels.numel()))
-        out = {"input_tokens": real}
+            real = float(labels.numel())
+        out: dict[str, torch.Tensor | float] = {"input_tokens": real}
         if "is_replay" in batch and "num_supervised" in batch:
             rep = batch["is_replay"].bool()
-            out.update(examples=torch.tensor(float(rep.numel())), replay_examples=rep.sum(),
-                       replay_tokens=batch["num_supervised"][rep].sum())
+            out.update(examples=float(rep.numel()), replay_examples=rep.sum(),
+                       replay_tokens=(batch["num_supervised"] * rep).sum())
         else:
-            out.update(examples=torch.tensor(float(labels.shape[0])), replay_examples=torch.tensor(0.0),
-                       replay_tokens=torch.tensor(0.0))
+            out.update(examples=float(labels.shape[0]), replay_examples=0.0, replay_tokens=0.0)
         return out
 
     def on_train_start(self) -> None:
@@ -333,7 +341,11 @@ class SFTModule(pl.LightningModule):
 
             optimizer = DeepSpeedCPUAdam(params, adamw_mode=True, **kwargs)
         elif name == "adamw":
-            optimizer = torch.optim.AdamW(params, foreach=o.get("foreach"), **kwargs)
+            fused = o.get("fused")
+            if fused is None:  # torch's fused kernel: one launch per step, and it can skip a step on the device
+                fused = o.get("foreach") is None and all(p.device.type == "cuda" for p in params)
+            optimizer = torch.optim.AdamW(params, foreach=None if fused else o.get("foreach"), fused=bool(fused),
+                                          **kwargs)
         elif name == "sgd":  # plain SGD: updates proportional to gradients, used by exact-equality tests
             optimizer = torch.optim.SGD(params, lr=kwargs["lr"], weight_decay=kwargs["weight_decay"])
         else:

@@ -20,7 +20,7 @@ import torch
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-MEASUREMENTS = {"sft_lora_packed", "sft_full_packed", "distill_k4_shared_vs_sft_lora_padded", "generate_hf_ifeval"}
+OTHER_MEASUREMENTS = {"distill_k4_shared_vs_sft_lora_padded", "generate_hf_ifeval"}
 
 
 def _finite_positive(row: dict, *keys: str) -> None:
@@ -52,24 +52,40 @@ def test_report_header_and_test_counts(smoke):
 
 
 def test_benchmark_rows_are_complete_finite_and_consistent(smoke):
+    from bench.bench_gpu import sft_label
+
     bench = smoke["bench"]
     s = bench["settings"]
     models = sorted({r["model"] for r in bench["rows"]})
-    assert models == ["smoke-qwen2", "smoke-qwen3"]
+    assert models == ["smoke-qwen2", "smoke-qwen3"] and len(s["seqs"]) == 2
     for model in models:
         rows = {r["measurement"]: r for r in bench["rows"] if r["model"] == model}
-        assert set(rows) == MEASUREMENTS
-        lora, full = rows["sft_lora_packed"], rows["sft_full_packed"]
-        for r in (lora, full):
-            _finite_positive(r, "tokens_per_step", "step_s", "tokens_per_s", "model_flops_per_step", "loss_first", "loss_last")
-            assert r["tokens_per_step"] <= s["seq"] and r["steps"] == s["steps"]
-            assert r["tokens_per_s"] == pytest.approx(r["tokens_per_step"] / r["step_s"], rel=1e-9)
-            assert r["mfu"] is None and r["peak_mem_gib"] is None  # CPU: no peak FLOP/s, no GPU memory
-        assert full["trainable_params"] == full["params"] == lora["params"] - lora["trainable_params"] > 0
-        # same packed rows; full fine-tuning counts the weight gradients too (c = 6 against 4), LoRA adds
-        # 6 FLOPs per adapter parameter per token: so the ratio lies strictly between 1 and 6/4
-        assert lora["tokens_per_step"] == full["tokens_per_step"]
-        assert 1.0 < full["model_flops_per_step"] / lora["model_flops_per_step"] < 1.5
+        assert set(rows) == OTHER_MEASUREMENTS | {sft_label(k, q) for k in ("lora", "full") for q in s["seqs"]}
+        for seq in s["seqs"]:
+            lora, full = rows[sft_label("lora", seq)], rows[sft_label("full", seq)]
+            for r in (lora, full):
+                _finite_positive(r, "tokens_per_step", "step_s", "tokens_per_s", "model_flops_per_step", "loss_first",
+                                 "loss_last", "model_flops_6n", "model_flops_4n")
+                assert r["tokens_per_step"] <= seq and r["steps"] == s["steps"]
+                assert r["tokens_per_s"] == pytest.approx(r["tokens_per_step"] / r["step_s"], rel=1e-9)
+                assert r["mfu"] is r["mfu_6n"] is r["mfu_4n"] is None and r["peak_mem_gib"] is None  # CPU: no peak
+                # the production configuration: chunked head of conf/train.yaml, the smoke's attention kernel
+                assert r["logit_chunk_size"] and r["attn_implementation"] == s["attn_implementation"]
+                p = r["profile"]  # the profiled step: host time measured, no device on CPU
+                _finite_positive(p, "wall_s", "host_busy_s")
+                assert p["device_busy_s"] is None and p["top_ops"]
+            # each row's own convention, and the two conventions differ only in the base weights' count:
+            # LoRA's extra over full fine-tuning (its adapters, 6 FLOPs per parameter and token) is the same in both
+            assert full["model_flops_per_step"] == full["model_flops_6n"] and lora["model_flops_per_step"] == lora["model_flops_4n"]
+            extra_6n, extra_4n = (lora[k] - full[k] for k in ("model_flops_6n", "model_flops_4n"))
+            assert extra_6n == pytest.approx(extra_4n, rel=1e-12) and extra_6n > 0
+            assert full["trainable_params"] == full["params"] == lora["params"] - lora["trainable_params"] > 0
+            # full fine-tuning counts the weight gradients too (c = 6 against 4), LoRA adds 6 FLOPs per
+            # adapter parameter per token: so the ratio lies strictly between 1 and 6/4
+            assert lora["tokens_per_step"] == full["tokens_per_step"]
+            assert 1.0 < full["model_flops_per_step"] / lora["model_flops_per_step"] < 1.5
+            ratio = bench["ratios"][f"{model} lora/full tokens/s at {seq}"]
+            assert ratio == pytest.approx(lora["tokens_per_s"] / full["tokens_per_s"], rel=1e-9)
         d = rows["distill_k4_shared_vs_sft_lora_padded"]
         _finite_positive(d, "sft_step_s", "distill_step_s", "ratio", "student_tokens_per_step")
         assert d["ratio"] == pytest.approx(d["distill_step_s"] / d["sft_step_s"], rel=1e-9) and d["k"] == s["k"]
@@ -77,4 +93,4 @@ def test_benchmark_rows_are_complete_finite_and_consistent(smoke):
         g = rows["generate_hf_ifeval"]
         _finite_positive(g, "generate_s", "tokens_per_s", "generated_tokens")
         assert g["prompts"] == s["prompts"] and g["generated_tokens"] <= g["prompts"] * g["max_new_tokens"]
-    assert len(bench["ratios"]) == len(models)
+    assert len(bench["ratios"]) == len(models) * (1 + len(s["seqs"]))
