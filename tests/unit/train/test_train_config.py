@@ -10,6 +10,7 @@ from hydra.core.global_hydra import GlobalHydra
 
 from ifdistill.config import ConfigError, validate
 from ifdistill.rundir import config_hash
+from ifdistill.train import schemas  # noqa: F401  (registers the sections validate() checks)
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
 
