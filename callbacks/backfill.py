@@ -43,6 +43,7 @@ from omegaconf import DictConfig, OmegaConf
 from ifdistill.callbacks.eval_jobs import EvalQueue
 from ifdistill.callbacks.evaluations import CheckpointEvaluations
 from ifdistill.rundir import RunDir
+from ifdistill.train.loggers import build_loggers, close_loggers
 
 USAGE = ("usage: ifdistill-eval backfill run_dir=RUN_DIR [steps=[200,400]] [runner=local|slurm|persistent] "
          "[slurm.partition=gpu ...] [devices={cpu_threads_bind: '1'}] [timeout_s=3600] [retries=1] [log=true] "
@@ -144,15 +145,11 @@ def backfill(run_dir: str | os.PathLike, *, steps: Optional[Sequence[int]] = Non
                 outcome[ev.job.step] = f"{ev.reason} (log: {ev.job.log_path})"
     finally:
         evaluations.abandon("back-fill stopped")  # nothing left running if this process is interrupted
-        for logger in loggers:
-            if type(logger).__name__ == "WandbLogger":
-                logger.experiment.finish()
+        close_loggers(loggers)
     return outcome
 
 
 def _loggers(cfg: Any, run: RunDir) -> list:
-    from ifdistill.train.run import build_loggers
-
     return build_loggers(cfg, run, run.read_meta()["run_id"])
 
 

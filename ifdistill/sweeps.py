@@ -25,6 +25,7 @@ import hashlib
 import re
 from typing import Any
 
+from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
 
 SWEEP_PREFIX = "sweep/"  # swept values in the W&B run config: sweep/<last key component>
@@ -160,13 +161,7 @@ def record_failed_job(label: str, exit_code: int) -> None:
     _FAILED_JOBS.append((label, int(exit_code)))
 
 
-try:
-    from hydra.experimental.callback import Callback as _HydraCallback
-except ImportError:  # pragma: no cover - Hydra is a dependency; the import keeps this module light otherwise
-    _HydraCallback = object  # type: ignore[assignment,misc]
-
-
-class SweepOutcome(_HydraCallback):
+class SweepOutcome(Callback):
     """Ends a multirun whose jobs shared this process: a line counting the jobs that failed (each printed
     its own line when it failed) and the exit code of the first failure (2: an input or setting to fix,
     3: a divergence); nothing when every job succeeded."""

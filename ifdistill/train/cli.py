@@ -64,27 +64,25 @@ def main(cfg: DictConfig) -> None:
 
         from ifdistill.train.divergence import EXIT_DIVERGED
 
-        if int(_get_rank() or 0) == 0:
-            _fail(f"{err}", EXIT_DIVERGED)
-        if not jobs_share_process():
-            sys.exit(EXIT_DIVERGED)
+        _fail(f"{err}", EXIT_DIVERGED, show=int(_get_rank() or 0) == 0)
     except user_errors() as err:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         _fail(f"error: {' '.join(str(err).split())}", 2)
-        if not jobs_share_process():
-            sys.exit(2)
 
 
-def _fail(message: str, exit_code: int) -> None:
-    """Print a failed job's one line (naming the job in a sweep) and, where the sweep's jobs share this
-    process, record it for the sweep's closing line (:class:`ifdistill.sweeps.SweepOutcome`)."""
+def _fail(message: str, exit_code: int, *, show: bool = True) -> None:
+    """End a failed job: its one line (naming the job in a sweep; ``show``: this rank prints it), then the
+    exit code -- or, where the sweep's jobs share this process, a record for the sweep's closing line
+    (:class:`ifdistill.sweeps.SweepOutcome`) and a return, so that the sweep's next job runs."""
     from ifdistill.sweeps import job_label, record_failed_job
 
     label = job_label()
-    print(f"ifdistill-train: {label + ': ' if label else ''}{message}", file=sys.stderr, flush=True)
-    if jobs_share_process():  # the job returns and the sweep's next job runs
-        record_failed_job(label or "job", exit_code)
+    if show:
+        print(f"ifdistill-train: {label + ': ' if label else ''}{message}", file=sys.stderr, flush=True)
+    if not jobs_share_process():
+        sys.exit(exit_code)
+    record_failed_job(label or "job", exit_code)
 
 
 def _main(cfg: DictConfig) -> None:

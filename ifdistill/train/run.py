@@ -41,7 +41,7 @@ from ifdistill.train import schemas  # noqa: F401  (registers the schemas prefli
 from ifdistill.config import ConfigError
 from ifdistill.data.records import DataError
 from ifdistill.rundir import HASH_IGNORE, RunDir, RunDirError, RunInfo, config_hash, hashed_config, run_id
-from ifdistill.train.loggers import build_loggers, close_loggers  # noqa: F401  (build_loggers: back-fill's too)
+from ifdistill.train.loggers import build_loggers, close_loggers
 from ifdistill.train.run_lock import RunLock
 
 log = logging.getLogger(__name__)
