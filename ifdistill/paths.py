@@ -47,11 +47,6 @@ def shared_data_dir(required: bool = True) -> Path | None:
     return None
 
 
-def ifeval_input_path() -> Path:
-    """google's 541 IFEval prompts (``input_data.jsonl``) from the shared data folder."""
-    return shared_data_dir() / "ifeval" / "input_data.jsonl"
-
-
 def cache_dir() -> Path:
     """Root of ifdistill's own caches (built tiny models): ``$IFDISTILL_CACHE`` or ``~/.cache/ifdistill``."""
     root = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "ifdistill")

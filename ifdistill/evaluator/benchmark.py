@@ -59,8 +59,18 @@ class Benchmark:
     prompt_decisions: bool = False
     #: Whether the metrics are fractions in [0, 1] (tables show them as percentages).
     fractions: bool = False
+    #: The offline copy of its rows, relative to the shared data folder (:func:`ifdistill.paths.shared_data_dir`).
+    local_data: str = ""
     #: Columns of the W&B samples table (:meth:`sample_row` fills them from a samples.jsonl row).
     sample_columns: tuple[str, ...] = ("key", "prompt", "response")
+
+    def local_rows(self) -> Path:
+        """The shared offline copy of this benchmark's rows (:attr:`local_data`)."""
+        from ifdistill.paths import shared_data_dir
+
+        if not self.local_data:
+            raise FileNotFoundError(f"benchmark {self.name!r} has no offline copy of its rows (local_data)")
+        return shared_data_dir() / self.local_data
 
     # -- config ---------------------------------------------------------------------------------------
     def check(self, settings: Any) -> None:
@@ -108,6 +118,19 @@ class Benchmark:
     def sample_table(self, rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[Any]]]:
         """The W&B samples table of samples.jsonl ``rows``: its columns and its rows."""
         return list(self.sample_columns), [self.sample_row(r) for r in rows]
+
+    def document_values(self, rows: Sequence[Mapping[str, Any]], metric: str) -> Optional[dict[str, float]]:
+        """``{key: value}`` of ``metric`` per document of samples.jsonl ``rows`` (each row's ``metrics``), for
+        paired differences (:func:`ifdistill.results.paired.document_delta`); None where no row holds it."""
+        values = {str(r["key"]): float(r["metrics"][metric]) for r in rows
+                  if _num((r.get("metrics") or {}).get(metric))}
+        return values or None
+
+    def score_responses(self, rows: Sequence[Mapping[str, Any]], responses: Sequence[str]
+                        ) -> tuple[list[dict[str, Any]], dict[str, float]]:
+        """Score free responses to this benchmark's data ``rows`` outside an evaluation (the LoRA load-path
+        check): per-row fields (``strict_prompt``...) and the aggregates of :meth:`headline_metrics`."""
+        raise NotImplementedError(f"benchmark {self.name!r} does not score free responses")
 
     def claims(self, metric: str) -> bool:
         """Whether a metric named without its benchmark (``--columns``, a metrics.json entry without

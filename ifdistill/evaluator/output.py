@@ -124,6 +124,13 @@ class EvalOutput:
             return None
         return read_samples(self.path)
 
+    @cached_property
+    def rows(self) -> list[dict[str, Any]] | None:
+        """samples.jsonl's rows as written (any benchmark's), or ``None`` without one."""
+        if not (self.path / SAMPLES_FILE).is_file():
+            return None
+        return list(iter_sample_rows(self.path))
+
     @property
     def num_prompts(self) -> int | None:
         n = self.metrics.get("num_prompts", self.raw.get("num_prompts"))

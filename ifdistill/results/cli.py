@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ifdistill.ifeval.stats import METRICS
 from ifdistill.results import runs as runs_mod
 from ifdistill.results.page import PageOptions, build_page, parse_column
 from ifdistill.results.report import ReportOptions, build_report, json_safe
@@ -73,11 +72,13 @@ def write_report(inputs: Sequence[str | Path], out_dir: str | Path, *, base_mode
     reruns: list[runs_mod.Run] = []
     loaded = runs_mod.load_all(inputs, notes, benchmark, reruns=reruns)
     base_dirs = _base_dirs(base_model)
-    from ifdistill.evaluator.benchmark import of_results
+    # the report's per-run tables compare the base directory of the runs' benchmark; the page reads every one
+    from ifdistill.evaluator.benchmark import default_name
 
-    # the report's per-run tables read per-prompt decisions; the page reads every base directory
-    prompt_base = next((p for p in base_dirs if of_results(eval_output.read_results_json(p)).prompt_decisions), None)
-    base = runs_mod.load_eval_dir(prompt_base, name="base", method="base") if prompt_base else None
+    reported = next((r.final.benchmark for r in loaded if r.kind == "run" and r.final is not None), default_name())
+    benchmarks = {p: eval_output.benchmark_of(eval_output.read_results_json(p)) for p in base_dirs}
+    own_base = next((p for p, b in benchmarks.items() if b == reported), next(iter(benchmarks), None))
+    base = runs_mod.load_eval_dir(own_base, name="base", method="base") if own_base else None
     if base_dirs:
         resolved = {p.resolve() for p in base_dirs}
         loaded = [r for r in loaded if r.path.resolve() not in resolved]
@@ -92,7 +93,9 @@ def write_report(inputs: Sequence[str | Path], out_dir: str | Path, *, base_mode
     files = plots.write_plots(report, out)
     images = list(files)
     first = page_render.render_markdown(page, {p.name for p in files}) if page else []
-    title = "Results" if page else f"{benchmark} report" if benchmark else "IFEval report"
+    from ifdistill.evaluator.benchmark import get as benchmark_named
+
+    title = "Results" if page else f"{benchmark_named(report['columns'][0]['benchmark'] if report['columns'] else benchmark).display} report"
     (out / "report.md").write_text(tables.render_markdown(report, images={p.name for p in files}, first=first,
                                                           title=title))
     files += [out / "report.md", *tables.write_csvs(report, out, extra=page_render.csv_columns(page) if page else None)]
@@ -128,8 +131,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--out-dir", help="default: outputs/report/<date_time>")
     p.add_argument("--checkpoint", choices=("final", "best"), default="final",
                    help="which checkpoint of each run the deltas compare (default: final)")
-    p.add_argument("--select-metric", choices=METRICS, default="prompt_level_strict_acc",
-                   help="metric that picks the best checkpoint and orders the rankings")
+    p.add_argument("--select-metric", metavar="METRIC",
+                   help="metric that picks the best checkpoint and orders the rankings (one of the report's "
+                   "columns; default: the headline metric of the baseline's benchmark)")
     p.add_argument("--tfa-key", action="append", help="training metric name of teacher-forced accuracy "
                    f"(repeatable; first found wins; default: {', '.join(runs_mod.DEFAULT_TFA_KEYS)})")
     p.add_argument("--tfce-key", action="append", help="training metric name of teacher-forced "
@@ -160,7 +164,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("base_model_dir")
     p.add_argument("adapter_dir")
     p.add_argument("--merged", help="an exported merged model directory to compare as well")
-    p.add_argument("--prompts", help="IFEval-format JSONL (default: the shared IFEval prompts)")
+    p.add_argument("--prompts", help="rows of the default benchmark's data, JSONL (default: its shared offline copy)")
     p.add_argument("--limit", type=int, default=16, help="number of prompts (default 16)")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--dtype", default="float32")
@@ -210,10 +214,10 @@ def _cmd_icl_gap(args) -> int:
 
 
 def _cmd_lora_check(args) -> int:
-    from ifdistill.paths import ifeval_input_path
+    from ifdistill.evaluator.benchmark import get as benchmark_named
     from ifdistill.results import lora_check
 
-    prompts = lora_check.load_prompts(args.prompts or ifeval_input_path(), args.limit)
+    prompts = lora_check.load_prompts(args.prompts or benchmark_named(None).local_rows(), args.limit)
     result = lora_check.check_lora_load_paths(args.base_model_dir, args.adapter_dir, prompts,
                                               merged_dir=args.merged, max_new_tokens=args.max_new_tokens,
                                               dtype=args.dtype)

@@ -1,4 +1,4 @@
-"""The ICL gap of a base model: k-shot minus 0-shot IFEval, from two evaluator outputs, paired.
+"""The ICL gap of a base model: k-shot minus 0-shot on one benchmark, from two evaluator outputs, paired.
 
 Why it matters: ICL logit distillation trains the student (the model without demonstrations) towards
 the teacher (the same model *with* k demonstrations in context). The gap between the two is the most
@@ -26,11 +26,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ifdistill.ifeval.stats import METRICS
+from ifdistill.evaluator import benchmark as registry
 from ifdistill.evaluator import output as eval_output
 from ifdistill.results import paired, run_config
 from ifdistill.results.report import json_safe
-from ifdistill.results.tables import SHORT, markdown_table, p_value, pct, signed
+from ifdistill.results.tables import cell, delta_cell, markdown_table, p_value
 
 # Where k sits in results.json's config: ``eval.fewshot.k`` (the evaluator's key) or an older name.
 K_KEYS = ("fewshot.k", "num_fewshot", "k_shot", "n_shot", "num_shots")
@@ -51,19 +51,27 @@ def _k_of(config: dict) -> Any:
 
 def icl_gap(zero_shot_dir: str | os.PathLike, k_shot_dir: str | os.PathLike, *, n_resamples: int = 10000,
             seed: int = 0, confidence: float = 0.95) -> dict[str, Any]:
-    """The four metrics at 0 and k shots, the gap (k - 0) with paired se, McNemar and bootstrap."""
+    """The benchmark's metrics at 0 and k shots, the gap (k - 0) with paired se (McNemar and bootstrap
+    where the benchmark has per-prompt decisions). Two benchmarks are an error."""
     zero, kshot = eval_output.load(zero_shot_dir), eval_output.load(k_shot_dir)
+    names = {eval_output.benchmark_of(zero.raw), eval_output.benchmark_of(kshot.raw)}
+    if len(names) > 1:
+        raise ValueError(f"{zero_shot_dir} and {k_shot_dir}: evaluations of different benchmarks ({sorted(names)})")
+    bench = registry.get(names.pop())
+    zero_samples, k_samples = ((d.samples if bench.prompt_decisions else d.rows) for d in (zero, kshot))
     flat_zero, flat_k = run_config.flatten(zero.eval_config), run_config.flatten(kshot.eval_config)
     differing = sorted(k for k in set(flat_zero) | set(flat_k) if flat_zero.get(k) != flat_k.get(k))
     unexpected = [k for k in differing if not any(part in EXPECTED_PARTS for part in k.split("."))]
     same_model = all(zero.model.get(k) == kshot.model.get(k) for k in MODEL_KEYS)
-    comparison = paired.compare(kshot.metrics, kshot.samples, zero.metrics, zero.samples,
-                                n_resamples=n_resamples, seed=seed, confidence=confidence)
+    comparison = paired.compare(kshot.metrics, k_samples, zero.metrics, zero_samples, benchmark=bench.name,
+                                metrics=bench.headline_metrics(kshot.raw), n_resamples=n_resamples, seed=seed,
+                                confidence=confidence)
     return {
         "zero_shot": {"path": str(zero.path), "k": _k_of(zero.eval_config), "metrics": zero.metrics,
                       "eval_config_hash": zero.eval_config_hash},
         "k_shot": {"path": str(kshot.path), "k": _k_of(kshot.eval_config), "metrics": kshot.metrics,
                    "eval_config_hash": kshot.eval_config_hash},
+        "benchmark": bench.name, "fractions": bench.fractions,
         "same_model": same_model,
         "config_differences": differing,
         "unexpected_differences": unexpected,
@@ -76,14 +84,16 @@ def render_markdown(gap: dict[str, Any]) -> str:
     kz = z["k"] if z["k"] is not None else 0
     kk = k["k"] if k["k"] is not None else "k"
     header = ["metric", f"{kz}-shot", f"{kk}-shot", "gap (pp)"]
-    rows = [[SHORT[m], pct(z["metrics"].get(m), z["metrics"].get(f"{m}_stderr")),
-             pct(k["metrics"].get(m), k["metrics"].get(f"{m}_stderr")),
-             signed(g["metrics"][m]["delta"], g["metrics"][m]["se"], g["metrics"][m]["within_2se"])]
-            for m in METRICS]
+    column = {"fraction": gap.get("fractions", True)}
+    header[-1] = "gap (pp)" if column["fraction"] else "gap"
+    rows = [[registry.short_name(m), cell(column, z["metrics"].get(m), z["metrics"].get(f"{m}_stderr")),
+             cell(column, k["metrics"].get(m), k["metrics"].get(f"{m}_stderr")), delta_cell(column, d)]
+            for m, d in g["metrics"].items()]
+    kinds = sorted({d["se_kind"] for d in g["metrics"].values()}) or ["unpaired"]
     lines = ["# ICL gap", "", f"- {kz}-shot: `{z['path']}`", f"- {kk}-shot: `{k['path']}`", "",
              *markdown_table(header, rows), "",
-             f"Gap = {kk}-shot minus {kz}-shot ± its {g['metrics'][METRICS[0]]['se_kind']} standard error "
-             f"(n = {g['n_paired']} paired prompts); `~`: under 2 standard errors (no gap to distil).", ""]
+             f"Gap = {kk}-shot minus {kz}-shot ± its {'/'.join(kinds)} standard error "
+             f"(n = {g['n_paired']} paired prompts or documents); `~`: under 2 standard errors (no gap to distil).", ""]
     for mode in ("strict", "loose"):
         t, b = g["mcnemar"].get(mode), g["bootstrap"].get(mode)
         if t:

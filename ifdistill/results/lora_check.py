@@ -17,7 +17,8 @@ dtype cast) silently changes what is evaluated:
 
 All paths see the same prompt tokens (one rendering: :func:`ifdistill.data.render.render_prompt`,
 the evaluator's), generate greedily with Hugging Face ``generate`` one prompt at a time (no padding,
-so batching cannot explain a difference), and are scored with the IFEval scorer. The report gives
+so batching cannot explain a difference), and are scored by a benchmark that scores free responses
+(:meth:`~ifdistill.evaluator.benchmark.Benchmark.score_responses`; the default benchmark's rows). The report gives
 per-prompt token-level agreement (and the first differing token), the metrics of each path and
 their differences. The base model without the adapter is generated too: if it agrees with the
 adapter everywhere, the adapter has no effect and agreement proves nothing.
@@ -32,8 +33,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ifdistill.ifeval.scoring import score_response
-from ifdistill.ifeval.stats import METRICS, aggregate
+from ifdistill.evaluator import benchmark as registry
+from ifdistill.evaluator.benchmark import short_name
 
 
 def render_prompts(tokenizer, prompts: Sequence[Mapping[str, Any]], enable_thinking: bool | None = None
@@ -114,9 +115,9 @@ def check_lora_load_paths(base_model_dir: str | os.PathLike, adapter_dir: str | 
                           prompts: Sequence[Mapping[str, Any]], *, live_model=None,
                           merged_dir: str | os.PathLike | None = None, tokenizer=None,
                           max_new_tokens: int = 64, enable_thinking: bool | None = None,
-                          dtype: str = "float32") -> dict[str, Any]:
-    """Generate with every load path and compare (``prompts``: IFEval rows with ``key``, ``prompt``,
-    ``instruction_id_list``, ``kwargs``). Returns the JSON-able report described in the module
+                          dtype: str = "float32", benchmark: str | None = None) -> dict[str, Any]:
+    """Generate with every load path and compare (``prompts``: rows of ``benchmark``'s data, default the
+    default benchmark's: ``key``, ``prompt``, ``instruction_id_list``, ``kwargs``). Returns the JSON-able report described in the module
     docstring; ``all_agree`` is True when every path produced the same tokens for every prompt."""
     from peft import PeftModel
     from transformers import AutoTokenizer
@@ -143,9 +144,9 @@ def check_lora_load_paths(base_model_dir: str | os.PathLike, adapter_dir: str | 
 
     names = list(tokens)
     texts = {n: [tokenizer.decode(t, skip_special_tokens=True) for t in tokens[n]] for n in names}
-    scored = {n: [{**score_response(texts[n][i], list(p["instruction_id_list"]), list(p["kwargs"])).as_fields(),
-                   "instruction_id_list": list(p["instruction_id_list"])} for i, p in enumerate(prompts)]
-              for n in names}
+    bench = registry.get(benchmark)
+    scores = {n: bench.score_responses(prompts, texts[n]) for n in names}
+    scored = {n: scores[n][0] for n in names}
     pairs = list(itertools.combinations(names, 2))
     per_prompt = []
     for i, p in enumerate(prompts):
@@ -159,10 +160,7 @@ def check_lora_load_paths(base_model_dir: str | os.PathLike, adapter_dir: str | 
             "adapter_changes_output": tokens["live"][i] != base_tokens[i],
             "responses": {n: texts[n][i] for n in names},
         })
-    metrics = {}
-    for n in names:
-        totals = aggregate(scored[n])
-        metrics[n] = {m: totals[m] for m in METRICS}
+    metrics = {n: scores[n][1] for n in names}
     agreement = {f"{a}_vs_{b}": sum(pp["identical"][f"{a}_vs_{b}"] for pp in per_prompt) for a, b in pairs}
     return {
         "base_model_dir": str(base_model_dir), "adapter_dir": str(adapter_dir),
@@ -173,7 +171,8 @@ def check_lora_load_paths(base_model_dir: str | os.PathLike, adapter_dir: str | 
                       for pair, k in agreement.items()},
         "adapter_changes_output": sum(pp["adapter_changes_output"] for pp in per_prompt),
         "metrics": metrics,
-        "metric_differences": {f"{a}_vs_{b}": {m: metrics[b][m] - metrics[a][m] for m in METRICS}
+        "benchmark": bench.name,
+        "metric_differences": {f"{a}_vs_{b}": {m: metrics[b][m] - metrics[a][m] for m in metrics[a]}
                                for a, b in pairs},
         "all_agree": all(k == len(prompts) for k in agreement.values()),
         "per_prompt": per_prompt,
@@ -199,12 +198,14 @@ def render_markdown(result: dict[str, Any]) -> str:
              f"max_new_tokens {result['max_new_tokens']}",
              f"- the adapter changes the output on {result['adapter_changes_output']} of "
              f"{result['n_prompts']} prompts (0 would make agreement meaningless)", "",
-             "| paths | identical responses | Δ prompt strict | Δ inst strict | Δ prompt loose | Δ inst loose |",
-             "|---|---|---|---|---|---|"]
+             ]
+    metrics = list(next(iter(result["metrics"].values()), {}))
+    lines += ["| paths | identical responses | " + " | ".join(f"Δ {short_name(m)}" for m in metrics) + " |",
+              "|---|---|" + "---|" * len(metrics)]
     for pair, a in result["agreement"].items():
         d = result["metric_differences"][pair]
         lines.append(f"| {pair.replace('_vs_', ' vs ')} | {a['identical']}/{result['n_prompts']} | "
-                     + " | ".join(f"{100 * d[m]:+.2f}" for m in METRICS) + " |")
+                     + " | ".join(f"{100 * d[m]:+.2f}" for m in metrics) + " |")
     lines += ["", "**All paths agree.**" if result["all_agree"] else "**The load paths disagree** on:", ""]
     for pp in result["per_prompt"]:
         bad = {k: v for k, v in pp["first_divergence"].items() if v is not None}

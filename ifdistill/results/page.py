@@ -115,15 +115,12 @@ class _Samples:
             self._rows[results_dir] = eval_output.read_samples(results_dir)
         return self._rows[results_dir]
 
-    def documents(self, results_dir: str | None, metric: str) -> dict[str, float] | None:
+    def documents(self, results_dir: str | None, column: Column) -> dict[str, float] | None:
         if results_dir is None or not (Path(results_dir) / eval_output.SAMPLES_FILE).is_file():
             return None
         if results_dir not in self._rows:
             self._rows[results_dir] = list(eval_output.iter_sample_rows(results_dir))
-        task, _, name = metric.partition("/")
-        values = {str(r["key"]): float(r["metrics"][name]) for r in self._rows[results_dir]
-                  if r.get("task") == task and isinstance((r.get("metrics") or {}).get(name), (int, float))}
-        return values or None  # a group (mmlu) has rows only under its subtasks: unpaired
+        return registry.get(column.benchmark).document_values(self._rows[results_dir], column.metric)
 
 
 def _delta(column: Column, a: dict | None, b: dict | None, samples: _Samples, threshold: float) -> dict[str, Any]:
@@ -139,7 +136,7 @@ def _delta(column: Column, a: dict | None, b: dict | None, samples: _Samples, th
                                 samples.prompts(b["results_dir"]), threshold)
         return {"delta": d["delta"], "se": d["se"], "se_kind": d["se_kind"], "n": d["n"],
                 "flat": d["within_2se"], "refused": None}
-    docs_a, docs_b = samples.documents(a["results_dir"], column.metric), samples.documents(b["results_dir"], column.metric)
+    docs_a, docs_b = samples.documents(a["results_dir"], column), samples.documents(b["results_dir"], column)
     d = paired.document_delta(docs_a, docs_b) if docs_a and docs_b else None
     if d is not None:
         return {"delta": d["delta"], "se": d["se"], "se_kind": "paired", "n": d["n"],

@@ -14,8 +14,13 @@ Standard error of a difference (the one the "under 2 standard errors" flag uses)
   prompt level it is the sample standard deviation of ``d_i`` over ``sqrt(n)``.
 - **unpaired** (a side lacks samples): ``sqrt(se_a^2 + se_b^2)`` from the two results.json files.
 
-Tests (prompt level, strict and loose): McNemar's exact test on the pass/fail vectors and a paired
-bootstrap percentile interval of the difference -- both from :mod:`ifdistill.statistics`.
+A benchmark without per-prompt decisions (lm-eval, the judge) pairs its documents by key on each
+document's own value of the metric (:meth:`~ifdistill.evaluator.benchmark.Benchmark.document_values`,
+:func:`document_delta`), else falls back to the unpaired standard error.
+
+Tests (prompt level, strict and loose, benchmarks with per-prompt decisions): McNemar's exact test on
+the pass/fail vectors and a paired bootstrap percentile interval of the difference -- both from
+:mod:`ifdistill.statistics`.
 Sign convention everywhere: ``delta = run - reference``; "gained" prompts fail in the reference and
 pass in the run, "lost" prompts the reverse.
 """
@@ -26,7 +31,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ifdistill.ifeval.stats import METRICS
+from ifdistill.evaluator import benchmark as registry
 from ifdistill.statistics import clustered_ratio_stderr, mcnemar_exact, paired_bootstrap
 from ifdistill.evaluator.output import MODES, PromptResult, paired_samples
 
@@ -80,42 +85,74 @@ def _paired_metric(metric: str, run: Sequence[PromptResult], ref: Sequence[Promp
 def metric_delta(metric: str, run_metrics: Mapping[str, Any], run_samples: Sequence[PromptResult] | None,
                  ref_metrics: Mapping[str, Any], ref_samples: Sequence[PromptResult] | None,
                  threshold: float = NOISE_SE) -> dict[str, Any]:
-    """One IFEval/IFBench metric's delta (run - reference): ``{run, reference, delta, se, se_kind,
+    """One metric of per-prompt decisions (IFEval's four): ``{run, reference, delta, se, se_kind,
     within_2se, n}``, paired by prompt key when both sides have samples, else unpaired."""
     run_al, ref_al = ([], [])
     if run_samples is not None and ref_samples is not None:
         run_al, ref_al = paired_samples(run_samples, ref_samples)
-    if len(run_al) >= 2:
-        a, b, delta, se = _paired_metric(metric, run_al, ref_al)
-        kind = "paired"
-    else:
-        a, b = float(run_metrics[metric]), float(ref_metrics[metric])
-        delta = a - b
-        se_a = run_metrics.get(f"{metric}_stderr")
-        se_b = ref_metrics.get(f"{metric}_stderr")
-        se = math.sqrt(se_a**2 + se_b**2) if se_a is not None and se_b is not None else math.nan
-        kind = "unpaired"
-    return {"run": a, "reference": b, "delta": delta, "se": se, "se_kind": kind,
+    if len(run_al) < 2:
+        return unpaired_delta(metric, run_metrics, ref_metrics, threshold)
+    a, b, delta, se = _paired_metric(metric, run_al, ref_al)
+    return {"run": a, "reference": b, "delta": delta, "se": se, "se_kind": "paired",
             "within_2se": within_noise(delta, se, threshold), "n": len(run_al)}
 
 
-def compare(run_metrics: Mapping[str, Any], run_samples: Sequence[PromptResult] | None,
-            ref_metrics: Mapping[str, Any], ref_samples: Sequence[PromptResult] | None, *,
-            n_resamples: int = 10000, seed: int = 0, confidence: float = 0.95) -> dict[str, Any]:
-    """Deltas of the four IFEval metrics (run - reference) with standard errors, flags and tests.
+def unpaired_delta(metric: str, run_metrics: Mapping[str, Any], ref_metrics: Mapping[str, Any],
+                   threshold: float = NOISE_SE) -> dict[str, Any]:
+    """``run - reference`` of one metric from the two aggregates, se ``sqrt(se_a^2 + se_b^2)``; a side
+    without the metric gives ``se_kind`` ``missing`` and no delta."""
+    if run_metrics.get(metric) is None or ref_metrics.get(metric) is None:
+        return {"run": run_metrics.get(metric), "reference": ref_metrics.get(metric), "delta": None,
+                "se": math.nan, "se_kind": "missing", "within_2se": None, "n": 0}
+    a, b = float(run_metrics[metric]), float(ref_metrics[metric])
+    se_a, se_b = run_metrics.get(f"{metric}_stderr"), ref_metrics.get(f"{metric}_stderr")
+    se = math.sqrt(se_a**2 + se_b**2) if se_a is not None and se_b is not None else math.nan
+    return {"run": a, "reference": b, "delta": a - b, "se": se, "se_kind": "unpaired",
+            "within_2se": within_noise(a - b, se, threshold), "n": 0}
+
+
+def _document_metric(bench: registry.Benchmark, metric: str, run_metrics: Mapping[str, Any],
+                     run_rows: Sequence[Mapping[str, Any]] | None, ref_metrics: Mapping[str, Any],
+                     ref_rows: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
+    """One metric of a benchmark without per-prompt decisions: paired over its documents when both sides
+    have per-document values of it, else unpaired."""
+    docs_a = bench.document_values(run_rows, metric) if run_rows else None
+    docs_b = bench.document_values(ref_rows, metric) if ref_rows else None
+    d = document_delta(docs_a, docs_b) if docs_a and docs_b else None
+    if d is None:
+        return unpaired_delta(metric, run_metrics, ref_metrics)
+    return {**d, "se_kind": "paired", "within_2se": within_noise(d["delta"], d["se"])}
+
+
+def compare(run_metrics: Mapping[str, Any], run_samples: Sequence[Any] | None,
+            ref_metrics: Mapping[str, Any], ref_samples: Sequence[Any] | None, *, benchmark: str | None = None,
+            metrics: Sequence[str] | None = None, n_resamples: int = 10000, seed: int = 0,
+            confidence: float = 0.95) -> dict[str, Any]:
+    """Deltas of ``metrics`` (default: the benchmark's :meth:`~ifdistill.evaluator.benchmark.Benchmark.
+    headline_metrics`) of one benchmark (run - reference) with standard errors, flags and tests.
+    ``*_samples``: per-prompt decisions where the benchmark has them, else samples.jsonl's rows.
 
     Returns ``{"paired": bool, "n_paired": int, "metrics": {name: {run, reference, delta, se,
     se_kind, within_2se}}, "mcnemar": {mode: {gained, lost, n_discordant, p_value}},
     "bootstrap": {mode: {difference, ci_low, ci_high, confidence, ...}}}``; the two tests are empty
-    when unpaired.
+    when unpaired or without per-prompt decisions.
     """
+    bench = registry.get(benchmark)
+    metrics = list(metrics or bench.headline_metrics({"metrics": run_metrics}))
+    out: dict[str, Any] = {"paired": False, "n_paired": 0, "metrics": {}, "mcnemar": {}, "bootstrap": {}}
+    if not bench.prompt_decisions:
+        for metric in metrics:
+            result = _document_metric(bench, metric, run_metrics, run_samples, ref_metrics, ref_samples)
+            out["metrics"][metric] = {k: v for k, v in result.items() if k != "n"}
+            out["n_paired"] = max(out["n_paired"], result["n"])
+        out["paired"] = out["n_paired"] >= 2
+        return out
     run_al, ref_al = ([], [])
     if run_samples is not None and ref_samples is not None:
         run_al, ref_al = paired_samples(run_samples, ref_samples)
     paired = len(run_al) >= 2
-    out: dict[str, Any] = {"paired": paired, "n_paired": len(run_al), "metrics": {}, "mcnemar": {},
-                           "bootstrap": {}}
-    for metric in METRICS:
+    out.update(paired=paired, n_paired=len(run_al))
+    for metric in metrics:
         result = metric_delta(metric, run_metrics, run_samples, ref_metrics, ref_samples)
         out["metrics"][metric] = {k: v for k, v in result.items() if k != "n"}
     if paired:

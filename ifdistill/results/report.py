@@ -6,13 +6,16 @@ is exactly what the tables were made from.
 
 Choices, so a reader of the report knows what a number means:
 
-- a row's IFEval values are at the *final* checkpoint (highest evaluated step); the *best*
-  checkpoint (highest ``select_metric``) is shown beside it and is optimistic (selected on the
-  evaluation prompts);
+- the columns are the metrics the rows' benchmarks report (:meth:`~ifdistill.evaluator.benchmark.
+  Benchmark.headline_metrics`, in first-seen order; IFEval's four for an IFEval report);
+- a row's values are at the *final* checkpoint (highest evaluated step); the *best* checkpoint
+  (best ``select_metric``, default the benchmark's headline, in its direction) is shown beside it and
+  is optimistic (selected on the evaluation prompts);
 - deltas compare each row with the *baseline* row (``--baseline``; default: the base model when
   given, else the first row with an evaluation) at the same kind of checkpoint (``checkpoint="final"`` or ``"best"``);
-  standard errors and tests are described in :mod:`ifdistill.results.paired`;
-- the per-instruction-type table compares each row with the *base model* (``--base-model``; without
+  standard errors and tests are described in :mod:`ifdistill.results.paired`; rows of different
+  benchmarks are not compared;
+- the per-instruction-type table (benchmarks with per-prompt decisions) compares each row with the *base model* (``--base-model``; without
   one, with the baseline row), so a negative delta there is forgetting of what the base could do;
 - teacher-forced accuracy / cross-entropy are taken at the final checkpoint's step (or the latest
   step before it where they were logged).
@@ -25,23 +28,23 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ifdistill.ifeval.stats import METRICS
+from ifdistill.evaluator import benchmark as registry
 from ifdistill.results import paired, run_config, seed_groups
 from ifdistill.results.runs import DEFAULT_TFA_KEYS, DEFAULT_TFCE_KEYS, Checkpoint, Run, find_run
 
-SE_NOTE = ("Standard errors: single values carry the evaluator's standard error (prompt level: binomial "
-           "with n-1; instruction level: clustered by prompt). Deltas carry the paired standard error "
-           "of the difference (per-prompt differences, prompts matched by key; clustered by prompt at "
-           "instruction level) and fall back to the unpaired sqrt(se_a^2 + se_b^2) only where a side "
-           "has no samples.jsonl (column 'se'). A delta under 2 of these standard errors is marked "
-           "'~' (noise).")
+SE_NOTE = ("Standard errors: single values carry the evaluator's standard error (per-prompt decisions: "
+           "binomial with n-1 at prompt level, clustered by prompt at instruction level). Deltas carry the "
+           "paired standard error of the difference (per-prompt or per-document differences matched by key; "
+           "clustered by prompt at instruction level) and fall back to the unpaired sqrt(se_a^2 + se_b^2) "
+           "only where a side has no per-document values in samples.jsonl (column 'se'). A delta under 2 of "
+           "these standard errors is marked '~' (noise).")
 
 
 @dataclasses.dataclass
 class ReportOptions:
     baseline: str | None = None
     checkpoint: str = "final"  # which checkpoint of each run the deltas compare: "final" or "best"
-    select_metric: str = "prompt_level_strict_acc"
+    select_metric: str | None = None  # None: the headline metric of the first evaluated row's benchmark
     tfa_keys: tuple[str, ...] = DEFAULT_TFA_KEYS
     tfce_keys: tuple[str, ...] = DEFAULT_TFCE_KEYS
     per_type_mode: str = "strict"
@@ -64,11 +67,24 @@ def _key_columns(runs: Sequence[Run], limit: int) -> list[str]:
     return declared + extra[: max(0, limit - len(declared))]
 
 
-def _metric_block(ckpt: Checkpoint | None) -> dict[str, Any]:
+def report_columns(runs: Sequence[Run]) -> list[dict[str, Any]]:
+    """``[{metric, label, benchmark, fraction}]``: the metrics the runs' final checkpoints report, in
+    first-seen order (the tables' columns)."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in runs:
+        if r.final is not None:
+            bench = registry.get(r.final.benchmark)
+            for m in r.final.headline_metrics():
+                out.setdefault(m, {"metric": m, "label": registry.short_name(m), "benchmark": bench.name,
+                                   "fraction": bench.fractions})
+    return list(out.values())
+
+
+def _metric_block(ckpt: Checkpoint | None, metrics: Sequence[str]) -> dict[str, Any]:
     if ckpt is None:
         return {}
     block = {}
-    for m in METRICS:
+    for m in metrics:
         block[m] = ckpt.metrics.get(m)
         block[f"{m}_stderr"] = ckpt.metrics.get(f"{m}_stderr")
     return block
@@ -79,10 +95,10 @@ def _pick(run: Run, options: ReportOptions) -> Checkpoint | None:
 
 
 def _samples(ckpt: Checkpoint | None):
-    return ckpt.output.samples if ckpt is not None and ckpt.output is not None else None
+    return ckpt.samples() if ckpt is not None else None
 
 
-def _row(run: Run, key_columns: Sequence[str], options: ReportOptions) -> dict[str, Any]:
+def _row(run: Run, key_columns: Sequence[str], options: ReportOptions, metrics: Sequence[str]) -> dict[str, Any]:
     final, best = run.final, run.best(options.select_metric)
     step = final.step if final else None
     tfa, tfa_step = run.train_at(step, options.tfa_keys) if run.train else (None, None)
@@ -93,8 +109,9 @@ def _row(run: Run, key_columns: Sequence[str], options: ReportOptions) -> dict[s
         "name": run.name, "kind": run.kind, "method": run.method, "path": str(run.path),
         "config_hash": run.config_hash, "group_hash": run.group_hash, "seed": run.seed,
         "key_config": {k: run.key_values.get(k, flat.get(k)) for k in key_columns},
-        "final_step": step, "final": _metric_block(final),
-        "best_step": best.step if best else None, "best": _metric_block(best),
+        "benchmark": final.benchmark if final else None,
+        "final_step": step, "final": _metric_block(final, metrics),
+        "best_step": best.step if best else None, "best": _metric_block(best, metrics),
         "tfa": tfa, "tfa_step": tfa_step, "tfce": tfce, "tfce_step": tfce_step,
         "num_prompts": final.metrics.get("num_prompts") if final else None,
         "eval_config_hash": final.eval_config_hash if final else None,
@@ -103,17 +120,18 @@ def _row(run: Run, key_columns: Sequence[str], options: ReportOptions) -> dict[s
     }
 
 
-def _curve(run: Run, options: ReportOptions) -> list[dict[str, Any]]:
+def _curve(run: Run, options: ReportOptions, metrics: Sequence[str]) -> list[dict[str, Any]]:
     points = []
     for c in run.checkpoints:
         tfa, _ = run.train_at(c.step, options.tfa_keys) if run.train else (None, None)
         tfce, _ = run.train_at(c.step, options.tfce_keys) if run.train else (None, None)
-        points.append({"step": c.step, **_metric_block(c), "tfa": tfa, "tfce": tfce})
+        points.append({"step": c.step, **_metric_block(c, metrics), "tfa": tfa, "tfce": tfce})
     return points
 
 
 def _discordant(order_by: dict[str, float], truth: dict[str, float], higher_is_better: bool) -> list[list[str]]:
-    """Pairs ``[a, b]`` where ``order_by`` ranks a above b but ``truth`` (IFEval) ranks b above a."""
+    """Pairs ``[a, b]`` where ``order_by`` ranks a above b but ``truth`` (the evaluation, larger is
+    better) ranks b above a."""
     names = sorted(set(order_by) & set(truth))
     sign = 1 if higher_is_better else -1
     pairs = []
@@ -126,10 +144,12 @@ def _discordant(order_by: dict[str, float], truth: dict[str, float], higher_is_b
     return pairs
 
 
-def _rankings(rows: Sequence[dict[str, Any]], metric: str) -> dict[str, Any]:
-    """Rank runs by IFEval, TFA and TFCE and list the pairs the training metrics order wrongly."""
+def _rankings(rows: Sequence[dict[str, Any]], metric: str | None, higher_is_better: bool) -> dict[str, Any]:
+    """Rank runs by the evaluation's ``metric`` (``by_ifeval``: best first), TFA and TFCE and list the pairs
+    the training metrics order wrongly."""
     trained = [r for r in rows if r["kind"] == "run" and r["final"].get(metric) is not None]
-    ifeval = {r["name"]: r["final"][metric] for r in trained}
+    sign = 1.0 if higher_is_better else -1.0
+    ifeval = {r["name"]: sign * r["final"][metric] for r in trained}
     tfa = {r["name"]: r["tfa"] for r in trained if r["tfa"] is not None}
     tfce = {r["name"]: r["tfce"] for r in trained if r["tfce"] is not None}
     return {
@@ -161,15 +181,22 @@ def build_report(runs: Sequence[Run], base: Run | None = None, options: ReportOp
                              + ", ".join(str(r.path) for r in everything) + ")")
         baseline = evaluated[0]
     key_columns = _key_columns(runs, options.max_key_columns)
-    rows = [_row(r, key_columns, options) for r in everything]
+    columns = report_columns(everything)
+    metrics = [c["metric"] for c in columns]
+    select = options.select_metric or baseline.final.headline_metrics()[0]
+    if select not in metrics:
+        raise ValueError(f"--select-metric {select}: no row reports it (reported: {', '.join(metrics)})")
+    options = dataclasses.replace(options, select_metric=select)
+    rows = [_row(r, key_columns, options, metrics) for r in everything]
 
     ref_ckpt = _pick(baseline, options)
     deltas = []
     for r in everything:
         ckpt = _pick(r, options)
-        if r is baseline or ckpt is None or ref_ckpt is None:
+        if r is baseline or ckpt is None or ref_ckpt is None or ckpt.benchmark != ref_ckpt.benchmark:
             continue
         result = paired.compare(ckpt.metrics, _samples(ckpt), ref_ckpt.metrics, _samples(ref_ckpt),
+                                benchmark=ckpt.benchmark, metrics=ckpt.headline_metrics(),
                                 n_resamples=options.n_resamples, seed=options.bootstrap_seed,
                                 confidence=options.confidence)
         deltas.append({"run": r.name, "baseline": baseline.name, "step": ckpt.step,
@@ -181,7 +208,8 @@ def build_report(runs: Sequence[Run], base: Run | None = None, options: ReportOp
     ref_final = reference.final
     per_type = {}
     for r in everything:
-        if r is reference or r.final is None or ref_final is None:
+        if r is reference or r.final is None or ref_final is None or r.final.benchmark != ref_final.benchmark \
+                or not registry.get(r.final.benchmark).prompt_decisions:
             continue
         per_type[r.name] = paired.per_type_changes(
             _samples(r.final), _samples(ref_final), r.final.per_instruction_type,
@@ -195,16 +223,23 @@ def build_report(runs: Sequence[Run], base: Run | None = None, options: ReportOp
         "base_model": base.name if base is not None else None,
         "baseline": baseline.name,
         "key_columns": key_columns,
+        "columns": columns,
         "runs": rows,
-        "curves": {r.name: _curve(r, options) for r in everything},
+        "curves": {r.name: _curve(r, options, metrics) for r in everything},
         "deltas": deltas,
-        "seed_groups": seed_groups.group_by_seed([r for r in runs], extra),
+        "seed_groups": seed_groups.group_by_seed([r for r in runs], metrics, extra),
         "per_instruction_type": {"reference": reference.name, "mode": options.per_type_mode,
                                  "runs": per_type},
-        "rankings": _rankings(rows, options.select_metric),
+        "rankings": _rankings(rows, select, _higher_is_better(everything, select)),
         "failures": {r.name: r.failures for r in everything if r.failures},
         "warnings": list(notes),
     }
+
+
+def _higher_is_better(runs: Sequence[Run], metric: str) -> bool:
+    """The direction of ``metric``: its benchmark's (the first run that reports it)."""
+    return next((registry.get(r.final.benchmark).higher_is_better for r in runs
+                 if r.final is not None and metric in r.final.metrics), True)
 
 
 def json_safe(value: Any) -> Any:

@@ -17,8 +17,9 @@ directories with one ``config_hash`` (the same command in two output roots) are 
 not two seeds. :func:`load_all` keeps the latest (its last launch in ``run.json``, else its metrics.json
 written last) and names the others in a note.
 
-Final and best checkpoint: *final* is the highest evaluated step; *best* the one with the highest
-selection metric (prompt-level strict by default, the primary IFEval metric). The best checkpoint is
+Final and best checkpoint: *final* is the highest evaluated step; *best* the one with the best
+selection metric (by default the benchmark's headline, in its direction:
+:class:`~ifdistill.evaluator.benchmark.Benchmark`). The best checkpoint is
 chosen on the evaluation prompts themselves and is therefore optimistic -- the report always shows it
 next to the final one, never instead of it.
 """
@@ -36,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ifdistill.ifeval.stats import METRICS
+from ifdistill.evaluator import benchmark as registry
 from ifdistill.evaluator import output as eval_output
 from ifdistill.results import run_config, run_metrics
 from ifdistill.evaluator.output import EvalOutput
@@ -52,7 +53,8 @@ DEFAULT_TFCE_KEYS = ("val/tfce", "val/*/tfce", "val/*/ce", "train/tfce", "train/
 
 @dataclasses.dataclass
 class Checkpoint:
-    """One evaluated checkpoint. ``output`` is loaded from ``results_dir`` when that exists."""
+    """One evaluated checkpoint of ``benchmark`` (a registered name). ``output`` is loaded from
+    ``results_dir`` when that exists."""
 
     step: int | None
     metrics: dict[str, Any]
@@ -60,10 +62,23 @@ class Checkpoint:
     eval_config_hash: str | None
     results_dir: Path | None
     output: EvalOutput | None = None
+    benchmark: str = dataclasses.field(default_factory=registry.default_name)
 
     def metric(self, name: str) -> float | None:
         value = self.metrics.get(name)
         return None if value is None else float(value)
+
+    def headline_metrics(self) -> list[str]:
+        """The metrics its benchmark reports for it, headline first."""
+        return registry.get(self.benchmark).headline_metrics({"metrics": self.metrics})
+
+    def samples(self) -> list | None:
+        """What paired differences read: per-prompt decisions for a benchmark that has them
+        (:attr:`~ifdistill.evaluator.benchmark.Benchmark.prompt_decisions`), else samples.jsonl's rows;
+        None without samples."""
+        if self.output is None:
+            return None
+        return self.output.samples if registry.get(self.benchmark).prompt_decisions else self.output.rows
 
 
 @dataclasses.dataclass
@@ -86,10 +101,15 @@ class Run:
     def final(self) -> Checkpoint | None:
         return self.checkpoints[-1] if self.checkpoints else None
 
-    def best(self, metric: str = "prompt_level_strict_acc") -> Checkpoint | None:
-        """Highest ``metric``; ties go to the earlier step (the cheaper model to keep)."""
+    def best(self, metric: str | None = None) -> Checkpoint | None:
+        """The best ``metric`` (default: the headline) in its benchmark's direction; ties go to the earlier
+        step (the cheaper model to keep)."""
+        if self.final is None:
+            return None
+        metric = metric or self.final.headline_metrics()[0]
+        sign = 1.0 if registry.get(self.final.benchmark).higher_is_better else -1.0
         scored = [c for c in self.checkpoints if c.metric(metric) is not None]
-        return max(scored, key=lambda c: c.metric(metric)) if scored else None  # max keeps the first
+        return max(scored, key=lambda c: sign * c.metric(metric)) if scored else None  # max keeps the first
 
     def train_at(self, step: int | None, keys: Sequence[str]) -> tuple[float | None, int | None]:
         """The first of ``keys`` (patterns) found at ``step`` or the latest step before it.
@@ -146,7 +166,7 @@ def discover(paths: Sequence[str | os.PathLike]) -> list[tuple[str, Path]]:
     return found
 
 
-def _checkpoint(run_dir: Path, entry: Mapping[str, Any]) -> Checkpoint:
+def _checkpoint(run_dir: Path, entry: Mapping[str, Any], section: str | None = None) -> Checkpoint:
     results_dir = entry.get("results_dir")
     path = None
     if results_dir:
@@ -155,8 +175,10 @@ def _checkpoint(run_dir: Path, entry: Mapping[str, Any]) -> Checkpoint:
     output = eval_output.load(path) if path is not None and eval_output.is_eval_dir(path) else None
     metrics = dict(entry.get("metrics") or (output.metrics if output else {}))
     per_type = dict(entry.get("per_instruction_type") or (output.per_instruction_type if output else {}))
+    bench = eval_output.benchmark_of(output.raw) if output else run_metrics.benchmark_of_entry(dict(entry), section)
     return Checkpoint(step=int(entry["step"]), metrics=metrics, per_instruction_type=per_type,
-                      eval_config_hash=entry.get("eval_config_hash"), results_dir=path, output=output)
+                      eval_config_hash=entry.get("eval_config_hash"), results_dir=path, output=output,
+                      benchmark=bench)
 
 
 def _run_meta(run_dir: Path) -> dict[str, Any]:
@@ -190,8 +212,9 @@ def load_training_run(run_dir: str | os.PathLike, benchmark: str | None = None) 
     checkpoints = []
     failures = [f for f in data.get("failures") or [] if f.get("benchmark") == benchmark]
     for entry in run_metrics.results_of(data, benchmark).values():
-        ckpt = _checkpoint(run_dir, entry)
-        if all(m in ckpt.metrics for m in METRICS):
+        ckpt = _checkpoint(run_dir, entry, benchmark)
+        required = registry.get(ckpt.benchmark).required_metrics or ckpt.headline_metrics()[:1]
+        if required and all(m in ckpt.metrics for m in required):
             checkpoints.append(ckpt)
         else:  # listed, but neither metrics.json nor a results.json holds its numbers
             failures.append({"step": ckpt.step, "reason": f"no aggregates (results_dir {ckpt.results_dir})"})
@@ -220,7 +243,8 @@ def load_eval_dir(path: str | os.PathLike, name: str | None = None, method: str 
               "eval_config_hash": out.eval_config_hash}
     ckpt = Checkpoint(step=int(step) if step is not None else None, metrics=out.metrics,
                       per_instruction_type=out.per_instruction_type,
-                      eval_config_hash=out.eval_config_hash, results_dir=path, output=out)
+                      eval_config_hash=out.eval_config_hash, results_dir=path, output=out,
+                      benchmark=eval_output.benchmark_of(out.raw))
     # No training seed and no training config_hash: the row is identified by its eval_config_hash.
     return Run(name=name or path.name, path=path, kind="eval", method=method or "eval", seed=None,
                config_hash=None, group_hash=run_config.grouping_hash(config),
@@ -265,7 +289,7 @@ def load_all(paths: Sequence[str | os.PathLike], notes: list[str] | None = None,
         reruns += [r for r in found if id(r) not in kept]
     if notes is not None:
         notes += dropped
-        notes += [f"{r.path}: run {r.name} has no evaluation yet (listed without IFEval numbers)"
+        notes += [f"{r.path}: run {r.name} has no evaluation yet (listed without numbers)"
                   for r in runs if not r.checkpoints]
         notes += [f"{r.path}: run {r.name} diverged at step {r.divergence.get('step')} "
                   f"({r.divergence.get('quantity')} not finite); its numbers are its last finite checkpoint's"

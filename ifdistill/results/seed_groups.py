@@ -3,7 +3,7 @@
 Why: one seed says little when the spread across seeds is as large as the effect being claimed
 (the researchers' rule: same config_hash + data revision + seed must reproduce within noise, and a
 difference must exceed noise). Runs are grouped by :func:`ifdistill.results.run_config.grouping_hash`
-(the config without seed, paths and logging), and for each IFEval metric at the final checkpoint the
+(the config without seed, paths and logging), and for each reported metric at the final checkpoint the
 group gets:
 
 - ``mean``: the arithmetic mean over the group's runs;
@@ -18,7 +18,6 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ifdistill.ifeval.stats import METRICS
 from ifdistill.results.runs import Run
 
 
@@ -32,9 +31,10 @@ def spread(values: Sequence[float]) -> dict[str, float]:
     return {"n": n, "mean": mean, "sd": sd, "min": min(values), "max": max(values)}
 
 
-def group_by_seed(runs: Sequence[Run], extra: dict[str, dict[str, float | None]] | None = None
+def group_by_seed(runs: Sequence[Run], metrics: Sequence[str], extra: dict[str, dict[str, float | None]] | None = None
                   ) -> list[dict[str, Any]]:
-    """One entry per grouping hash, in order of first appearance.
+    """One entry per grouping hash, in order of first appearance, with the spread of each of ``metrics``
+    (the report's columns) at the members' final checkpoints.
 
     ``extra`` maps a run name to further per-run values to summarise the same way (e.g. the final
     teacher-forced accuracy); missing values are left out of that summary.
@@ -46,7 +46,7 @@ def group_by_seed(runs: Sequence[Run], extra: dict[str, dict[str, float | None]]
     out = []
     for group_hash, members in groups.items():
         stats = {m: spread([r.final.metric(m) for r in members if r.final.metric(m) is not None])
-                 for m in METRICS}
+                 for m in metrics}
         for key in sorted({k for r in members for k in (extra or {}).get(r.name, {})}):
             values = [(extra or {}).get(r.name, {}).get(key) for r in members]
             stats[key] = spread([v for v in values if v is not None])

@@ -1,7 +1,8 @@
 """Writing the report dict as report.md (for people) and CSV files (for spreadsheets and scripts).
 
-Markdown shows IFEval values in percent with two decimals (as the researchers' tables do), deltas in
-percentage points, and marks a delta under two standard errors with ``~``. The CSV files keep raw
+Markdown shows the report's columns (``report["columns"]``: the metrics its benchmarks report); a
+benchmark's fractions in percent with two decimals (as the researchers' tables do) and their deltas in
+percentage points, other values as they are; a delta under two standard errors is marked ``~``. The CSV files keep raw
 fractions and every standard error, one row per run (``report.csv``), per run and instruction type
 (``per_instruction_type.csv``) and per seed group (``seed_groups.csv``).
 """
@@ -14,15 +15,8 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from ifdistill.ifeval.stats import METRICS
+from ifdistill.evaluator.benchmark import get, short_name
 from ifdistill.evaluator.output import MODES
-
-SHORT = {
-    "prompt_level_strict_acc": "prompt strict",
-    "inst_level_strict_acc": "inst strict",
-    "prompt_level_loose_acc": "prompt loose",
-    "inst_level_loose_acc": "inst loose",
-}
 
 
 def _missing(v: Any) -> bool:
@@ -40,6 +34,24 @@ def signed(delta: float | None, se: float | None = None, noise: bool | None = No
         return "–"
     text = f"{100 * delta:+.2f}" + ("" if _missing(se) else f" ± {100 * se:.2f}")
     return text + (" ~" if noise else "")
+
+
+def cell(column: dict, v: float | None, se: float | None = None) -> str:
+    """A value of a report column: percent for a benchmark's fractions, else four decimals."""
+    if column.get("fraction", True):
+        return pct(v, se)
+    return num(v) if _missing(se) else f"{num(v)} ± {num(se)}"
+
+
+def delta_cell(column: dict, d: dict | None) -> str:
+    """A delta ``{delta, se, within_2se}`` of a report column (percentage points for fractions)."""
+    if not d:
+        return "–"
+    if column.get("fraction", True):
+        return signed(d["delta"], d["se"], d["within_2se"])
+    if _missing(d["delta"]):
+        return "–"
+    return f"{d['delta']:+.4f}" + ("" if _missing(d["se"]) else f" ± {d['se']:.4f}") + (" ~" if d["within_2se"] else "")
 
 
 def num(v: Any, digits: int = 4) -> str:
@@ -77,19 +89,20 @@ def _short_hash(h: str | None) -> str:
 
 
 def _runs_section(report: dict) -> list[str]:
-    keys = report["key_columns"]
-    header = (["run", "method", *keys, "config_hash", "seed", "step"] + [SHORT[m] for m in METRICS]
-              + ["best step", "best prompt strict", "TFA", "TFCE"])
+    keys, columns = report["key_columns"], report["columns"]
+    select = report["options"]["select_metric"]
+    chosen = next((c for c in columns if c["metric"] == select), {"metric": select})
+    header = (["run", "method", *keys, "config_hash", "seed", "step"] + [c["label"] for c in columns]
+              + ["best step", f"best {short_name(select)}", "TFA", "TFCE"])
     rows = []
     for r in report["runs"]:
         f, b = r["final"], r["best"]
         rows.append([r["name"], r["method"] or r["kind"], *[value(r["key_config"].get(k)) for k in keys],
                      _short_hash(r["config_hash"]), num(r["seed"]), num(r["final_step"])]
-                    + [pct(f.get(m), f.get(f"{m}_stderr")) for m in METRICS]
-                    + [num(r["best_step"]), pct(b.get("prompt_level_strict_acc")), num(r["tfa"]),
-                       num(r["tfce"])])
-    return ["## Runs", "", "IFEval in percent ± standard error at the final checkpoint; *best* is the "
-            "checkpoint with the highest prompt-level strict accuracy (selected on the evaluation "
+                    + [cell(c, f.get(c["metric"]), f.get(f"{c['metric']}_stderr")) for c in columns]
+                    + [num(r["best_step"]), cell(chosen, b.get(select)), num(r["tfa"]), num(r["tfce"])])
+    return ["## Runs", "", "Each metric ± standard error at the final checkpoint (fractions in percent); *best* is "
+            f"the checkpoint with the best {short_name(select)} (selected on the evaluation "
             "prompts, so optimistic). TFA / TFCE: teacher-forced accuracy / cross-entropy at the final "
             "step.", "", *markdown_table(header, rows), ""]
 
@@ -98,28 +111,32 @@ def _deltas_section(report: dict) -> list[str]:
     if not report["deltas"]:
         return []
     conf = report["options"]["confidence"]
-    header = (["run", "step"] + [f"Δ {SHORT[m]}" for m in METRICS] + ["se"]
-              + [f"McNemar {mode} (+/−, p)" for mode in MODES]
-              + [f"bootstrap {int(conf * 100)}% CI prompt {mode}" for mode in MODES] + ["eval config"])
+    columns = report["columns"]
+    tested = any(d["mcnemar"] for d in report["deltas"])  # per-prompt decisions (McNemar, bootstrap)
+    header = (["run", "step"] + [f"Δ {c['label']}" for c in columns] + ["se"]
+              + ([f"McNemar {mode} (+/−, p)" for mode in MODES]
+                 + [f"bootstrap {int(conf * 100)}% CI prompt {mode}" for mode in MODES] if tested else [])
+              + ["eval config"])
     rows = []
     for d in report["deltas"]:
         ms = d["metrics"]
         row = [d["run"], num(d["step"])]
-        row += [signed(ms[m]["delta"], ms[m]["se"], ms[m]["within_2se"]) for m in METRICS]
-        row.append(f"{ms[METRICS[0]]['se_kind']} (n={d['n_paired']})" if d["paired"] else "unpaired")
-        for mode in MODES:
+        row += [delta_cell(c, ms.get(c["metric"])) for c in columns]
+        row.append(f"paired (n={d['n_paired']})" if d["paired"] else "unpaired")
+        for mode in MODES if tested else ():
             t = d["mcnemar"].get(mode)
             row.append(f"+{t['gained']}/−{t['lost']}, {p_value(t['p_value'])}" if t else "–")
-        for mode in MODES:
+        for mode in MODES if tested else ():
             b = d["bootstrap"].get(mode)
             row.append(f"[{100 * b['ci_low']:+.2f}, {100 * b['ci_high']:+.2f}]" if b else "–")
         row.append("same" if d["eval_config_match"] else "**differs**")
         rows.append(row)
     return [f"## Deltas against {report['baseline']}", "",
-            f"Run minus {report['baseline']} in percentage points ± the standard error of the difference; "
-            "`~` marks a difference under 2 standard errors (noise). McNemar: prompts gained / lost "
-            "and the exact two-sided p-value. An eval config that differs from the baseline's makes "
-            "the comparison unfair.", "", *markdown_table(header, rows), ""]
+            f"Run minus {report['baseline']} (fractions in percentage points) ± the standard error of the "
+            "difference; `~` marks a difference under 2 standard errors (noise). "
+            + ("McNemar: prompts gained / lost and the exact two-sided p-value. " if tested else "")
+            + "An eval config that differs from the baseline's makes the comparison unfair.", "",
+            *markdown_table(header, rows), ""]
 
 
 def _mean_sd(stats: dict) -> str:
@@ -132,33 +149,41 @@ def _seed_section(report: dict) -> list[str]:
     groups = report["seed_groups"]
     if not groups:
         return []
-    header = ["group", "method", "n", "seeds"] + [f"{SHORT[m]} mean ± sd" for m in METRICS] + ["TFA mean ± sd"]
+    columns = report["columns"]
+    header = ["group", "method", "n", "seeds"] + [f"{c['label']} mean ± sd" for c in columns] + ["TFA mean ± sd"]
     rows = []
     for g in groups:
         s = g["stats"]
         tfa = s.get("tfa", {})
         rows.append([g["group_hash"], g["method"] or "–", g["n"], ", ".join(num(x) for x in g["seeds"])]
-                    + [pct(s[m]["mean"], s[m]["sd"]) for m in METRICS]
+                    + [cell(c, s[c["metric"]]["mean"], s[c["metric"]]["sd"]) for c in columns]
                     + [_mean_sd(tfa)])
     note = ("Runs whose configs are equal except for the seed (and paths/logging) share a group; "
             "sd is the sample standard deviation across seeds (nan for a single run).")
     return ["## Across seeds", "", note, "", *markdown_table(header, rows), ""]
 
 
+def _display(report: dict, metric: str) -> str:
+    """How people write the benchmark of a report column (the evaluation, when no column has ``metric``)."""
+    name = next((c["benchmark"] for c in report["columns"] if c["metric"] == metric), None)
+    return get(name).display if name else "the evaluation"
+
+
 def _rankings_section(report: dict, images: Collection[str]) -> list[str]:
     rk = report["rankings"]
     if not rk["by_tfa"] and not rk["by_tfce"]:
         return []
-    lines = ["## Teacher-forced metrics against IFEval", "",
-             "Teacher-forced accuracy and cross-entropy score imitation of one reference; IFEval scores "
-             "whether a free generation satisfies every constraint. They can rank runs differently.", "",
-             f"- by IFEval ({SHORT.get(rk['metric'], rk['metric'])}): {' > '.join(rk['by_ifeval'])}",
+    evaluation = _display(report, rk["metric"])
+    lines = [f"## Teacher-forced metrics against {evaluation}", "",
+             f"Teacher-forced accuracy and cross-entropy score imitation of one reference; {evaluation} scores "
+             "the model's own outputs. They can rank runs differently.", "",
+             f"- by {evaluation} ({short_name(rk['metric'])}, best first): {' > '.join(rk['by_ifeval'])}",
              f"- by TFA (higher first): {' > '.join(rk['by_tfa']) or '–'}",
              f"- by TFCE (lower first): {' > '.join(rk['by_tfce']) or '–'}"]
     for key, label in (("tfa_disagrees", "TFA"), ("tfce_disagrees", "TFCE")):
         pairs = rk[key]
         if pairs:
-            lines.append(f"- {label} ranks against IFEval in {len(pairs)} pair(s): "
+            lines.append(f"- {label} ranks against {evaluation} in {len(pairs)} pair(s): "
                          + "; ".join(f"{a} above {b}" for a, b in pairs))
     return lines + ["", *_image("tf_vs_ifeval.png", "TF metrics against IFEval", images)]
 
@@ -197,9 +222,10 @@ def _checkpoints_section(report: dict, images: Collection[str]) -> list[str]:
             continue
         lines.append(f"### {name}")
         lines.append("")
-        rows = [[num(p["step"])] + [pct(p.get(m)) for m in METRICS] + [num(p["tfa"]), num(p["tfce"])]
+        columns = report["columns"]
+        rows = [[num(p["step"])] + [cell(c, p.get(c["metric"])) for c in columns] + [num(p["tfa"]), num(p["tfce"])]
                 for p in points]
-        lines += markdown_table(["step"] + [SHORT[m] for m in METRICS] + ["TFA", "TFCE"], rows) + [""]
+        lines += markdown_table(["step"] + [c["label"] for c in columns] + ["TFA", "TFCE"], rows) + [""]
     image = _image("ifeval_vs_step.png", "IFEval against step", images)
     return lines + image if len(lines) > 2 or image else []
 
@@ -218,9 +244,9 @@ def _warnings_section(report: dict) -> list[str]:
 
 
 def render_markdown(report: dict, images: Collection[str] = (), first: Sequence[str] = (),
-                    title: str = "IFEval report") -> str:
+                    title: str = "Report") -> str:
     """report.md; ``images`` are the PNG file names written next to it (linked where they belong);
-    ``first``: lines shown before the IFEval sections (the cross-benchmark results page)."""
+    ``first``: lines shown before the per-run sections (the cross-benchmark results page)."""
     head = [f"# {title}", "",
             f"{len(report['runs'])} row(s); baseline for deltas: **{report['baseline']}**"
             + (f"; base model: **{report['base_model']}**" if report["base_model"] else "") + ".", "",
@@ -241,9 +267,9 @@ def _flat_run_row(run: dict, delta: dict | None, keys: Sequence[str]) -> dict[st
     row.update({f"best.{k}": v for k, v in run["best"].items()})
     row.update({k: run[k] for k in ("tfa", "tfa_step", "tfce", "tfce_step", "num_prompts", "eval_config_hash")})
     if delta is not None:
-        for m in METRICS:
+        for m, d in delta["metrics"].items():
             for field in ("delta", "se", "se_kind", "within_2se"):
-                row[f"delta.{m}.{field}"] = delta["metrics"][m][field]
+                row[f"delta.{m}.{field}"] = d[field]
         for mode in MODES:
             for field in ("gained", "lost", "p_value"):
                 row[f"mcnemar.{mode}.{field}"] = delta["mcnemar"].get(mode, {}).get(field)

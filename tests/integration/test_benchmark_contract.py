@@ -10,7 +10,9 @@ model with the transformers backend, then
 - the W&B view: every line-panel key of the benchmark's section is a key the run logged, and every
   per-type key logged has a place in the per-type panel;
 - ``ifdistill-status``: the run's table shows the benchmark's headline metrics;
-- the results page: a column of the headline metric holds the value results.json holds.
+- the results page: a column of the headline metric holds the value results.json holds;
+- ``ifdistill-report``'s tables: the evaluation against itself has the benchmark's headline metrics as
+  columns, each with a delta of exactly 0, paired over every document that holds a value of it.
 """
 
 from __future__ import annotations
@@ -179,6 +181,28 @@ def test_every_benchmark_through_every_consumer(name, tmp_path, monkeypatch, cap
         assert cell is None
     else:
         assert cell["value"] == values[headline[0]] and cell["eval_config_hash"] == results["eval_config_hash"]
+    _report_against_itself(bench, out, values, samples)
+
+
+def _report_against_itself(bench: registry.Benchmark, out: Path, values: dict, samples: list[dict]) -> None:
+    """ifdistill-report's tables of the evaluation and its copy: the headline metrics as columns, a delta of
+    0 in each (paired where documents hold the metric), each column's delta in report.md."""
+    from ifdistill.results import runs, tables
+    from ifdistill.results.report import ReportOptions, build_report
+
+    a, b = runs.load_eval_dir(out, name="a"), runs.load_eval_dir(out, name="b")
+    report = build_report([b], a, ReportOptions(n_resamples=10))
+    shown = [m for m in bench.headline_metrics({"metrics": a.final.metrics}) if m in values]
+    assert [c["metric"] for c in report["columns"]] == bench.headline_metrics({"metrics": a.final.metrics})
+    (delta,) = report["deltas"]
+    for metric in shown:
+        d = delta["metrics"][metric]
+        assert d["delta"] == 0 and d["within_2se"] is True, (metric, d)
+        documents = bench.document_values(samples, metric) if not bench.prompt_decisions else None
+        paired = bench.prompt_decisions or (documents is not None and len(documents) >= 2)
+        assert d["se_kind"] == ("paired" if paired else "unpaired"), (metric, d)
+    text = tables.render_markdown(report)
+    assert all(f"Δ {c['label']}" in text for c in report["columns"]), text
 
 
 def test_every_registration_has_a_smoke_evaluation_and_its_own_namespace():

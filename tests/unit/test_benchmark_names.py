@@ -23,15 +23,6 @@ OWN = ("ifdistill/evaluator/ifeval/", "ifdistill/evaluator/ifbench/", "ifdistill
        "ifdistill/evaluator/judge/", "ifdistill/ifeval/", "ifdistill/ifbench/", "ifdistill/checking/")
 NOT_YET = {
     "ifdistill/data/records.py": "the 'ifeval' row layout of training/eval data (a data schema, not the benchmark)",
-    "ifdistill/paths.py": "the shared offline copy of IFEval's prompts (ifeval_input_path)",
-    "ifdistill/results/cli.py": "the report's per-run tables are IFEval's four metrics (--select-metric)",
-    "ifdistill/results/icl_gap.py": "the ICL-gap report compares IFEval's four metrics",
-    "ifdistill/results/lora_check.py": "the LoRA check scores responses with IFEval's scorer",
-    "ifdistill/results/paired.py": "paired deltas of IFEval's per-prompt decisions (clustered se)",
-    "ifdistill/results/report.py": "the report's per-run tables are IFEval's four metrics",
-    "ifdistill/results/runs.py": "a run's final evaluation is read as IFEval's four metrics",
-    "ifdistill/results/seed_groups.py": "seed-group spreads of IFEval's four metrics",
-    "ifdistill/results/tables.py": "the report's tables have IFEval's four columns",
 }
 
 

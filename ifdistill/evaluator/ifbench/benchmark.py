@@ -18,6 +18,7 @@ class IFBench(InstructionBenchmark):
     default = False
     page_columns = ()
     local_config = "ifbench_local"
+    local_data = "ifbench/IFBench_test_v2.jsonl"
     id_registry = ("ifdistill.ifbench.registry", "IFBENCH_REGISTRY")
 
 

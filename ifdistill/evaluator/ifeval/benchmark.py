@@ -97,6 +97,7 @@ class InstructionBenchmark(Benchmark):
                       "finish_reason")
     #: Its config (``conf/eval/<name>.yaml``) on the shared offline copy of its rows.
     local_config = "ifeval_local"
+    local_data = "ifeval/input_data.jsonl"  # google's 541 prompts
     type_value = "strict_acc"
     prompt_decisions = True
     page_columns = (("IFEval prompt strict", "prompt_level_strict_acc"), ("IFEval inst strict", "inst_level_strict_acc"))
@@ -168,6 +169,16 @@ class InstructionBenchmark(Benchmark):
     def per_type(self, results: Mapping[str, Any]) -> dict[str, dict[str, float]]:
         return {inst: {k: float(v) for k, v in vals.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
                 for inst, vals in (results.get("per_instruction_type") or {}).items()}
+
+    def score_responses(self, rows: Sequence[Mapping[str, Any]], responses: Sequence[str]
+                        ) -> tuple[list[dict[str, Any]], dict[str, float]]:
+        from ifdistill.ifeval.scoring import score_response
+        from ifdistill.ifeval.stats import aggregate
+
+        scored = [{**score_response(text, list(r["instruction_id_list"]), list(r["kwargs"])).as_fields(),
+                   "instruction_id_list": list(r["instruction_id_list"])} for r, text in zip(rows, responses, strict=True)]
+        totals = aggregate(scored)
+        return scored, {m: totals[m] for m in METRICS}
 
     def sample_row(self, row: Mapping[str, Any]) -> list[Any]:
         ids = row.get("instruction_id_list") or []

@@ -71,6 +71,14 @@ class LMEval(Benchmark):
         columns = [c for c in COLUMNS if any(c in r for r in rows)]
         return columns, [[_cell(r.get(c)) for c in columns] for r in rows]
 
+    def document_values(self, rows: Sequence[Mapping[str, Any]], metric: str) -> Optional[dict[str, float]]:
+        """``<task>/<name>``: the rows of that task, each document's ``metrics[<name>]``; a group (mmlu) has
+        rows only under its subtasks, so none (unpaired)."""
+        task, _, name = metric.partition("/")
+        values = {str(r["key"]): float(r["metrics"][name]) for r in rows
+                  if r.get("task") == task and isinstance((r.get("metrics") or {}).get(name), (int, float))}
+        return values or None
+
     def smoke_overrides(self, workdir: Path) -> list[str]:
         """A generative and a multiple-choice task on three local documents each
         (:func:`~ifdistill.evaluator.lmeval.smoke.write_tasks`)."""

@@ -19,7 +19,7 @@ import pytest
 
 from ifdistill.ifeval.scoring import score_rows
 from ifdistill.ifeval.stats import aggregate, mcnemar_exact
-from ifdistill.paths import ifeval_input_path
+from ifdistill.evaluator.benchmark import get as _benchmark
 from ifdistill.results import run_metrics
 from tests.support import require
 from tests.unit.results.result_files import results_json, sample
@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def _gpt4_rows() -> list[dict]:
-    path = ifeval_input_path()
+    path = _benchmark("ifeval").local_rows()
     responses_file = path.parent / "input_response_data_gpt4_20231107_145030.jsonl"
     require(path.is_file() and responses_file.is_file(), "shared IFEval prompts and GPT-4 responses")
     responses = {}

@@ -145,9 +145,9 @@ def test_hf_branch_loads_a_local_dataset_directory(tmp_path):
 
 
 def test_ifeval_inputs_and_synthetic_eval_load_as_prompt_only_examples():
-    from ifdistill.paths import ifeval_input_path
+    from ifdistill.evaluator.benchmark import get as _benchmark
 
-    google = load_source(SourceSpec(name="ifeval", path=str(ifeval_input_path()), need_completion=False))
+    google = load_source(SourceSpec(name="ifeval", path=str(_benchmark("ifeval").local_rows()), need_completion=False))
     assert len(google.examples) == 541
     ex = google.examples[0]
     assert ex.key is not None and ex.instruction_id_list and len(ex.kwargs) == len(ex.instruction_id_list)

@@ -17,7 +17,7 @@ from ifdistill.evaluator import run as run_module
 from ifdistill.evaluator.cli import compose_config
 from ifdistill.evaluator.run import prepare
 from ifdistill.evaluator.settings import GenerationSettings, RuntimeSettings
-from ifdistill.paths import ifeval_input_path
+from ifdistill.evaluator.benchmark import get as _benchmark
 
 BASE = ["eval=ifeval_local", "eval.data.max_examples=12", "eval.generation.max_new_tokens=64"]
 OTHER_TEMPLATE = ("{%- for m in messages -%}{{- '<|im_start|>' + m['role'] + ':\\n' + m['content'] + '<|im_end|>\\n' -}}"
@@ -96,7 +96,7 @@ def test_scorer_version_changes_the_hash(tmp_path, base_hash, monkeypatch):
 def test_a_changed_prompt_changes_the_hash_but_a_moved_copy_does_not(tmp_path, base_hash):
     copy = tmp_path / "elsewhere" / "ifeval.jsonl"
     copy.parent.mkdir()
-    shutil.copy(ifeval_input_path(), copy)
+    shutil.copy(_benchmark("ifeval").local_rows(), copy)
     assert _hash(tmp_path, f"eval.data.path={copy}") == base_hash
     rows = [json.loads(line) for line in copy.read_text().splitlines()]
     rows[3]["prompt"] += " Please."
@@ -142,11 +142,11 @@ def test_the_same_rows_from_the_hub_layout_or_the_hub_fallback_give_the_same_has
     plan = prepare(compose_config([*BASE, "eval=ifeval"], output_dir=str(tmp_path / "out")))
     assert plan.eval_config_hash == base_hash
     assert plan.data.identity["fallback_from"]["hf_name"] == "google/IFEval"
-    names = sorted({k for line in ifeval_input_path().read_text().splitlines()
+    names = sorted({k for line in _benchmark("ifeval").local_rows().read_text().splitlines()
                     for kw in json.loads(line)["kwargs"] for k in kw})
     hub_layout = tmp_path / "hub_layout.jsonl"
     with open(hub_layout, "w") as f:
-        for line in ifeval_input_path().read_text().splitlines():
+        for line in _benchmark("ifeval").local_rows().read_text().splitlines():
             row = json.loads(line)
             row["kwargs"] = [{n: kw.get(n) for n in names} for kw in row["kwargs"]]
             f.write(json.dumps(row) + "\n")

@@ -18,7 +18,7 @@ from ifdistill.evaluator.output import read_results
 from ifdistill.evaluator.run import evaluate
 from ifdistill.evaluator.ifeval.schema import SAMPLE_SCHEMA, validate
 from ifdistill.evaluator.settings import FewShotSettings, GenerationSettings, SourceSettings
-from ifdistill.paths import ifeval_input_path
+from ifdistill.evaluator.benchmark import get as _benchmark
 
 DUMMY = "Dummy answer, two sentences. The end."
 QWEN3_HF = ["model=tiny_qwen3", "eval=ifeval_local", "eval.backend=hf", "eval.data.max_examples=3",
@@ -38,7 +38,7 @@ def test_rendered_prompt_is_the_templates_generation_prompt(tiny_qwen3_dir, tmp_
     results = evaluate(compose_config(overrides, output_dir=str(out)))
     _, samples = read_results(out)
     tok = AutoTokenizer.from_pretrained(tiny_qwen3_dir)
-    rows = {str(ex.key): ex for ex in load_eval_rows(SourceSettings(path=str(ifeval_input_path()),
+    rows = {str(ex.key): ex for ex in load_eval_rows(SourceSettings(path=str(_benchmark("ifeval").local_rows()),
                                                                     layout="ifeval")).examples}
     pool = {ex.uid: ex for ex in load_rows(SourceSettings(name="synthetic_train", synthetic="train", layout="ifeval"),
                                            need_completion=True).examples}
@@ -103,7 +103,7 @@ def _property_holds(tok, conversations, thinking) -> int:
 
 @pytest.mark.parametrize("thinking", [False, True])
 def test_prefix_and_mask_on_every_ifeval_prompt(qwen3_tokenizer, thinking):
-    rows = load_eval_rows(SourceSettings(path=str(ifeval_input_path()), layout="ifeval")).examples
+    rows = load_eval_rows(SourceSettings(path=str(_benchmark("ifeval").local_rows()), layout="ifeval")).examples
     convs = [(ex, ex.to_messages() + [{"role": "assistant", "content": DUMMY}]) for ex in rows]
     assert _property_holds(qwen3_tokenizer, convs, thinking) == 541
 

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from ifdistill.evaluator import output as eval_output
+from ifdistill.ifeval.stats import METRICS
 from ifdistill.results import run_config, runs, seed_groups
 
 from tests.unit.results.result_files import simple_rows, write_eval_dir, write_run_dir
@@ -60,7 +61,7 @@ def test_seed_group_mean_and_spread_by_hand(tmp_path):
                   checkpoints={10: simple_rows([True] * 10)})
     loaded = runs.load_all([tmp_path])
     assert [r.name for r in loaded] == ["other", "sft_s1", "sft_s2", "sft_s3"]
-    groups = seed_groups.group_by_seed(loaded, {r.name: {"tfa": r.train_at(10, ["val/tfa"])[0]} for r in loaded})
+    groups = seed_groups.group_by_seed(loaded, list(METRICS), {r.name: {"tfa": r.train_at(10, ["val/tfa"])[0]} for r in loaded})
     by_n = {g["n"]: g for g in groups}
     assert set(by_n) == {1, 3}
     g = by_n[3]

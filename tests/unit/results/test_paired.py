@@ -9,7 +9,7 @@ import pytest
 from ifdistill.results import paired
 from ifdistill.evaluator.output import PromptResult, paired_samples
 
-from ifdistill.ifeval.stats import aggregate
+from ifdistill.ifeval.stats import METRICS, aggregate
 from tests.unit.results.result_files import simple_rows
 
 
@@ -80,7 +80,7 @@ def test_instruction_level_paired_se_is_clustered_by_prompt():
                              loose_inst=tuple(x), strict_prompt=all(x), loose_prompt=all(x))
                 for i, x in enumerate(inst)]
 
-    metrics = {m: 0.0 for m in paired.METRICS}
+    metrics = {m: 0.0 for m in METRICS}
     out = paired.compare(metrics, rows(run_inst), metrics, rows(ref_inst), n_resamples=10)
     m = out["metrics"]["inst_level_strict_acc"]
     # d = [1, -1, 0], delta = 0, residuals 1 + 1 + 0 -> sqrt(3/2 * 2) / 6
