@@ -1,14 +1,16 @@
 """Send one checkpoint evaluation to every logger, at the checkpoint's step.
 
 W&B drops data logged with ``step=`` below its current step, and an evaluation usually finishes after
-training moved on. So W&B gets its own step key per benchmark: ``<benchmark>/step`` declared with
-``define_metric('<benchmark>/*', step_metric='<benchmark>/step')``; the row carries the checkpoint's step as a value.
-Other loggers (CSV, TensorBoard) accept past steps and get ``log_metrics(..., step=step)``.
+training moved on. So W&B gets its own step key per eval section: ``<namespace>/step`` declared with
+``define_metric('<namespace>/*', step_metric='<namespace>/step')``; the row carries the checkpoint's step as
+a value. Other loggers (CSV, TensorBoard) accept past steps and get ``log_metrics(..., step=step)``.
 
-The namespace is the evaluation's benchmark (``eval.benchmark`` in results.json's config, the default
-one when absent): each benchmark logs ``<benchmark>/*`` (and its per-type breakdown ``<benchmark>_type/*``)
-on ``<benchmark>/step``, so the benchmarks of one run never share keys or a step axis. Which metrics,
-which breakdown and which samples-table columns is the benchmark's own (:mod:`ifdistill.evaluator.benchmark`).
+The namespace is the eval section's (:func:`ifdistill.evaluator.benchmark.namespace`): the run's ``eval``
+section logs under its benchmark's name (``ifeval/*``), an extra section ``evals.<name>`` under
+``<name>/*``; each logs ``<namespace>/*`` (and its per-type breakdown ``<namespace>_type/*``) on
+``<namespace>/step``, so the sections of one run -- two lm-eval sections too -- never share keys or a step
+axis. Which metrics, which breakdown and which samples-table columns is the benchmark's own
+(:mod:`ifdistill.evaluator.benchmark`).
 """
 
 from __future__ import annotations
@@ -17,14 +19,15 @@ import itertools
 from pathlib import Path
 from typing import Any, Iterable
 
-from ifdistill.evaluator.benchmark import benchmark_of, of_results, short_name
+from ifdistill.evaluator.benchmark import benchmark_of, namespace, of_results, short_name
 from ifdistill.evaluator.output import SAMPLES_FILE, iter_sample_rows
 
 __all__ = ["benchmark_of", "evaluation_line", "flat_metrics", "log_evaluation", "sample_table", "step_key"]
 
 
-def step_key(benchmark: str) -> str:
-    return f"{benchmark}/step"
+def step_key(ns: str) -> str:
+    """The W&B step key of a namespace (:func:`~ifdistill.evaluator.benchmark.namespace`)."""
+    return f"{ns}/step"
 
 
 def evaluation_line(step: int, results: dict, label: str = "checkpoint-eval") -> str:
@@ -39,12 +42,14 @@ def evaluation_line(step: int, results: dict, label: str = "checkpoint-eval") ->
     return f"[{label}] step {step}: " + (" | ".join(parts) or "no aggregate metrics in results.json")
 
 
-def flat_metrics(results: dict) -> dict[str, float]:
-    """``<benchmark>/<aggregate>`` plus the benchmark's per-type breakdown as ``<benchmark>_type/<type>/<value>``."""
+def flat_metrics(results: dict, ns: str | None = None) -> dict[str, float]:
+    """``<ns>/<aggregate>`` plus the benchmark's per-type breakdown as ``<ns>_type/<type>/<value>`` (``ns``:
+    the section's namespace, default the benchmark's name)."""
     bench = of_results(results)
-    flat = {f"{bench.name}/{k}": v for k, v in bench.metric_values(results).items()}
+    ns = ns or bench.name
+    flat = {f"{ns}/{k}": v for k, v in bench.metric_values(results).items()}
     for kind, values in bench.per_type(results).items():
-        flat.update({f"{bench.name}_type/{kind}/{k}": v for k, v in values.items()})
+        flat.update({f"{ns}_type/{kind}/{k}": v for k, v in values.items()})
     return flat
 
 
@@ -57,38 +62,41 @@ def sample_table(out_dir: Path, limit: int, results: dict) -> tuple[list[str], l
     return bench.sample_table(list(itertools.islice(iter_sample_rows(out_dir), limit)))
 
 
-_DEFINED: set[tuple[str, str]] = set()  # (W&B run id, benchmark) whose metrics are declared
+_DEFINED: set[tuple[str, str]] = set()  # (W&B run id, namespace) whose metrics are declared
 
 
-def log_evaluation(loggers: Iterable[Any], step: int, results: dict, out_dir: Path, n_samples: int = 64) -> dict:
-    metrics = flat_metrics(results)
-    bench = benchmark_of(results)
+def log_evaluation(loggers: Iterable[Any], step: int, results: dict, out_dir: Path, n_samples: int = 64,
+                   section: str | None = None) -> dict:
+    """Log one evaluation of eval section ``section`` (None: the run's ``eval``) at ``step``; returns the
+    flat metrics logged."""
+    ns = namespace(section, benchmark_of(results))
+    metrics = flat_metrics(results, ns)
     for logger in loggers:
         if type(logger).__name__ == "WandbLogger":
-            _log_wandb(logger.experiment, step, metrics, sample_table(out_dir, n_samples, results), bench)
+            _log_wandb(logger.experiment, step, metrics, sample_table(out_dir, n_samples, results), ns)
         else:
-            logger.log_metrics({**metrics, step_key(bench): float(step)}, step=step)
+            logger.log_metrics({**metrics, step_key(ns): float(step)}, step=step)
             logger.save()
     return metrics
 
 
-def _log_wandb(run: Any, step: int, metrics: dict, table: tuple[list[str], list[list[Any]]], bench: str) -> None:
+def _log_wandb(run: Any, step: int, metrics: dict, table: tuple[list[str], list[list[Any]]], ns: str) -> None:
     import wandb
 
-    key = step_key(bench)
-    if (run.id, bench) not in _DEFINED:
+    key = step_key(ns)
+    if (run.id, ns) not in _DEFINED:
         run.define_metric(key)
-        run.define_metric(f"{bench}/*", step_metric=key)
-        run.define_metric(f"{bench}_type/*", step_metric=key)
-        _DEFINED.add((run.id, bench))
+        run.define_metric(f"{ns}/*", step_metric=key)
+        run.define_metric(f"{ns}_type/*", step_metric=key)
+        _DEFINED.add((run.id, ns))
     payload: dict[str, Any] = {**metrics, key: step}
     columns, rows = table
     if rows:
-        payload[f"{bench}/samples"] = wandb.Table(columns=columns, data=rows)
+        payload[f"{ns}/samples"] = wandb.Table(columns=columns, data=rows)
     run.log(payload)
     # The summary shows the latest checkpoint's evaluation, whatever order evaluations finish in.
     if step >= (run.summary.get(key) or -1):
         for k, v in metrics.items():
-            if k.startswith(f"{bench}/"):
+            if k.startswith(f"{ns}/"):
                 run.summary[k] = v
         run.summary[key] = step

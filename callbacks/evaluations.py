@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 
 from ifdistill.callbacks.eval_jobs import EvalEvent, EvalJob, EvalQueue
 from ifdistill.callbacks.eval_logging import evaluation_line, log_evaluation
+from ifdistill.evaluator.benchmark import namespaces
 from ifdistill.evaluator.output import read_results_json
 from ifdistill.results import run_metrics
 from ifdistill.rundir import RunDir
@@ -48,6 +49,7 @@ class CheckpointEvaluations:
                  log_samples: int = 64, command_builder: Optional[CommandBuilder] = None):
         if None not in evals:
             raise ValueError("evals needs the run's eval section under the name None")
+        namespaces({name: _get(cfg, "benchmark") for name, cfg in evals.items()})  # two sharing W&B keys: an error
         self.run, self.evals, self.model_cfg = run, dict(evals), model_cfg
         self.queue, self.source = queue, source
         self.evaluate_kind, self.devices, self.log_samples = evaluate_kind, dict(devices or {}), log_samples
@@ -110,7 +112,7 @@ class CheckpointEvaluations:
             self.missing = [s for s in self.missing if s != step]
         print(evaluation_line(step, results, self.label + _named(name, ",")), flush=True)
         try:  # the result is safe in metrics.json; a logger failing must not stop the driver
-            log_evaluation(loggers, step, results, job.out_dir, self.log_samples)
+            log_evaluation(loggers, step, results, job.out_dir, self.log_samples, section=name)
         except Exception as err:  # noqa: BLE001
             print(f"[{self.label}] step {step}{_named(name)}: logging the evaluation failed: {err!r}", flush=True)
             self.record_failure(step, job.attempt, f"logging failed: {err!r}", benchmark=name)
@@ -136,6 +138,11 @@ class CheckpointEvaluations:
             self.record_failure(job.step, job.attempt, reason[:300], benchmark=job.benchmark)
         self.queue.close()
         return sorted({job.step for job in jobs})
+
+
+def _get(section: Any, key: str) -> Any:
+    """``section[key]`` of a DictConfig, a dict or a typed settings object; None when absent."""
+    return section.get(key) if hasattr(section, "get") else getattr(section, key, None)
 
 
 def _named(name: Optional[str], sep: str = "") -> str:

@@ -4,10 +4,12 @@ W&B's automatic layout puts every logged key in its own panel (~60 per-type IFEv
 nothing by the swept factors and shows no error bars, so every researcher rebuilds the same view by
 hand. This module states that view once, as a JSON-able specification built from the training config:
 
-- one section per benchmark the config evaluates: the metrics its eval sections log
-  (:meth:`~ifdistill.evaluator.benchmark.Benchmark.panel_metrics`) against ``<benchmark>/step``;
+- one section per eval section the config evaluates, under the W&B namespace that section logs
+  (:func:`~ifdistill.evaluator.benchmark.namespace`: the run's ``eval`` its benchmark's name, an extra
+  ``evals.<name>`` its name): the metrics its benchmark logs for it
+  (:meth:`~ifdistill.evaluator.benchmark.Benchmark.panel_metrics`) against ``<namespace>/step``;
 - **Training**: train and held-out (``val/<name>/*``) teacher-forced CE and accuracy;
-- **Teacher-forced vs <first benchmark>**: per run, held-out accuracy against the first benchmark's
+- **Teacher-forced vs <first section>**: per run, held-out accuracy against the first section's
   headline (a scatter of the latest values) and the two curves side by side;
 - **Per type** (a benchmark with a per-type breakdown): one bar panel of every type, not one panel per key.
 
@@ -54,22 +56,25 @@ def _plain(section: Any) -> dict:
         return OmegaConf.to_container(section, resolve=False)
 
 
-def eval_sections(cfg: Any) -> dict[str, list[dict]]:
-    """The eval sections a run evaluates at its checkpoints, by benchmark: ``eval`` plus each section of
-    ``callbacks.checkpoint_eval.evals`` (``{name: eval section}``, as the callback reads it); a section
-    without ``benchmark`` is the default benchmark's. Empty when no checkpoint-eval callback runs."""
+def eval_sections(cfg: Any) -> dict[str, tuple[str, dict]]:
+    """The eval sections a run evaluates at its checkpoints, by W&B namespace: ``{namespace: (benchmark,
+    section)}`` of ``eval`` and each section of ``callbacks.checkpoint_eval.evals`` (``{name: eval
+    section}``, as the callback reads it); a section without ``benchmark`` is the default benchmark's.
+    Empty when no checkpoint-eval callback runs."""
     callback = (cfg.get("callbacks") or {}).get("checkpoint_eval")
     if callback is None or not callback.get("_target_"):  # training instantiates only entries with one
         return {}
-    out: dict[str, list[dict]] = {}
-    for section in [cfg.get("eval") or {}, *(callback.get("evals") or {}).values()]:
-        plain = _plain(section)
-        out.setdefault(str(plain.get("benchmark") or registry.default_name()), []).append(plain)
-    return out
+    plain = {None: _plain(cfg.get("eval") or {}), **{str(k): _plain(v) for k, v in (callback.get("evals") or {}).items()}}
+    bms = {k: str(v.get("benchmark") or registry.default_name()) for k, v in plain.items()}
+    try:
+        names = registry.namespaces(bms)
+    except ValueError as err:
+        raise ViewError(str(err)) from None
+    return {names[k]: (bms[k], plain[k]) for k in plain}
 
 
 def benchmarks(cfg: Any) -> list[str]:
-    """The benchmarks a run evaluates at its checkpoints (:func:`eval_sections`), in config order."""
+    """The W&B namespaces a run logs its checkpoint evaluations under (:func:`eval_sections`), in config order."""
     return list(eval_sections(cfg))
 
 
@@ -102,49 +107,51 @@ def _line(title: str, x: str, y: Sequence[str]) -> dict:
     return {"type": "line", "title": title, "x": x, "y": list(y)}
 
 
-def _panel_metrics(bm: str, sections: Sequence[dict]) -> list[str]:
-    bench = registry.get(bm)
-    return list(dict.fromkeys(m for section in sections or [{}] for m in bench.panel_metrics(section)))
+def _title(ns: str, bm: str) -> str:
+    """A section's title: the benchmark's display name, and the namespace when that is not the benchmark's."""
+    display = registry.get(bm).display or bm
+    return display if ns == bm else f"{ns} ({display})"
 
 
-def _benchmark_section(bm: str, metrics: Sequence[str]) -> dict:
-    step = f"{bm}/step"
-    return {"name": registry.get(bm).display or bm, "panels": [
-        _line(f"{bm} {v.replace('_acc', '').replace('_', ' ')}", step, [f"{bm}/{v}"]) for v in metrics]}
+def _benchmark_section(ns: str, bm: str, metrics: Sequence[str]) -> dict:
+    step = f"{ns}/step"
+    return {"name": _title(ns, bm), "panels": [
+        _line(f"{ns} {v.replace('_acc', '').replace('_', ' ')}", step, [f"{ns}/{v}"]) for v in metrics]}
 
 
-def _types_section(bm: str) -> Optional[dict]:
+def _types_section(ns: str, bm: str) -> Optional[dict]:
     bench = registry.get(bm)
     ids = instruction_ids(bm)
     if not ids:
         return None
-    keys = [f"{bm}_type/{iid}/{bench.type_value}" for iid in ids]
-    return {"name": f"{bench.display or bm} per {bench.type_label}", "panels": [
-        {"type": "bar", "title": f"{bm} {bench.type_value.replace('_', ' ')} per {bench.type_label} (latest checkpoint)",
+    keys = [f"{ns}_type/{iid}/{bench.type_value}" for iid in ids]
+    return {"name": f"{_title(ns, bm)} per {bench.type_label}", "panels": [
+        {"type": "bar", "title": f"{ns} {bench.type_value.replace('_', ' ')} per {bench.type_label} (latest checkpoint)",
          "metrics": keys}]}
 
 
 def view_spec(cfg: DictConfig, *, group: str, entity: Optional[str] = None, project: Optional[str] = None,
               name: Optional[str] = None, bench: Optional[Sequence[str]] = None) -> dict:
     """The view of ``group``'s runs as a JSON-able dict (what ``--dry-run`` prints)."""
-    by_bench = eval_sections(cfg)
-    bms = list(bench) if bench is not None else list(by_bench)
-    metrics = {b: _panel_metrics(b, by_bench.get(b, [])) for b in bms}
+    by_ns = eval_sections(cfg)
+    bms = list(bench) if bench is not None else list(by_ns)
+    of = {ns: by_ns.get(ns, (ns if ns in registry.names() else registry.default_name(), {}))[0] for ns in bms}
+    metrics = {ns: registry.get(of[ns]).panel_metrics(by_ns[ns][1] if ns in by_ns else {}) for ns in bms}
     vals = val_names(cfg)
     grouping = [run_config_key(k) for k in swept_keys(cfg) if k.split(".")[-1] not in AGGREGATED]
     training = [_line(f"train {m}", TRAIN_STEP, [f"train/{m}"]) for m in ("ce", "acc")]
     training += [_line(f"held-out {m}", TRAIN_STEP, [f"val/{v}/{m}" for v in vals]) for m in ("ce", "acc") if vals]
-    sections = [_benchmark_section(b, metrics[b]) for b in bms]
+    sections = [_benchmark_section(b, of[b], metrics[b]) for b in bms]
     headed = [b for b in bms if metrics[b]]
     if headed and vals:
         tf, bm = f"val/{vals[0]}/acc", headed[0]
         head = metrics[bm][0]
-        sections.append({"name": "teacher-forced vs " + (registry.get(bm).display or bm), "panels": [
+        sections.append({"name": "teacher-forced vs " + _title(bm, of[bm]), "panels": [
             {"type": "scatter", "title": f"{tf} vs {bm}/{head} per run (latest)", "x": tf, "y": f"{bm}/{head}"},
             _line(f"teacher-forced {tf}", TRAIN_STEP, [tf]),
             _line(f"{bm} {head}", f"{bm}/step", [f"{bm}/{head}"])]})
     sections.append({"name": "training", "panels": training})
-    sections += [t for t in (_types_section(b) for b in bms) if t is not None]
+    sections += [t for t in (_types_section(b, of[b]) for b in bms) if t is not None]
     logger = cfg.get("logger") or {}
     return {
         "entity": entity, "project": project or logger.get("project") or "ifdistill",
@@ -290,7 +297,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--project", default=None, help="W&B project (default: logger.project, else ifdistill)")
     p.add_argument("--name", default=None, help="the view's name (default: '<group> (ifdistill)')")
     p.add_argument("--benchmark", action="append", default=None,
-                   help="benchmark prefix to show (repeatable; default: what the config evaluates)")
+                   help="W&B namespace to show (an eval section's: repeatable; default: every section the "
+                        "config evaluates)")
     p.add_argument("--dry-run", action="store_true", help="print the specification as JSON; no W&B contact")
     args = p.parse_args(argv)
     from ifdistill.sweep_configs import SweepConfigError

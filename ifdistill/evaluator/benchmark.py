@@ -239,6 +239,28 @@ def claiming(metric: str) -> Optional[str]:
     return next((b.name for b in ordered() if b.claims(metric)), None)
 
 
+def namespace(section: Optional[str], benchmark: str) -> str:
+    """The W&B namespace of an eval section's results (``<namespace>/*`` on ``<namespace>/step``, its per-type
+    breakdown ``<namespace>_type/*``): an extra section (``callbacks.checkpoint_eval.evals.<section>``) its
+    own name, so two sections of one benchmark never share keys; the run's ``eval`` section (``None``) its
+    benchmark's name."""
+    return section or benchmark
+
+
+def namespaces(sections: Mapping[Optional[str], Optional[str]]) -> dict[Optional[str], str]:
+    """``{section: namespace}`` of a run's eval sections (``{section: benchmark}``, the run's ``eval`` under
+    ``None``); ``ValueError`` naming both where two would share one."""
+    out: dict[Optional[str], str] = {}
+    for section, bench in sections.items():
+        ns = namespace(section, bench or default_name())
+        clash = next((s for s, n in out.items() if n == ns), ...)
+        if clash is not ...:
+            names = " and ".join("eval" if s is None else f"evals.{s}" for s in (clash, section))
+            raise ValueError(f"{names} would both log W&B keys {ns}/*: name the extra section differently")
+        out[section] = ns
+    return out
+
+
 def of_sections(sections: Sequence[Mapping[str, Any]]) -> list[Benchmark]:
     """The benchmarks of eval sections (each section's ``benchmark``, the default one when unnamed), once each."""
     seen = dict.fromkeys(str(s.get("benchmark") or default_name()) for s in sections)

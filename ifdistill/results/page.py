@@ -4,7 +4,8 @@ The lab's page, rendered from the runs' files instead of edited by hand. :func:`
 JSON-able dict; report.md, report.csv and report.html render from it (:mod:`ifdistill.results.page_render`).
 
 - **Rows**: the base model's evaluation first (when given), then every run. A row's value in a column is
-  the *final* (highest-step) evaluation of the benchmark section holding that metric, with the
+  the *final* (highest-step) evaluation of the eval section holding that metric (the column's own
+  section where it names one: two sections of one benchmark are two columns, never mixed), with the
   evaluator's standard error.
 - **Columns**: a :class:`Column` per headline metric; :func:`default_columns` (each benchmark's own) are those of the two
   published tables (IFEval prompt- and instruction-level strict, GSM8K strict-match exact match, MMLU,
@@ -49,11 +50,14 @@ from ifdistill.results.runs import Evaluation, Run, data_manifest_digest, evalua
 @dataclasses.dataclass(frozen=True)
 class Column:
     """A headline metric: ``benchmark`` (a registered name, :mod:`ifdistill.evaluator.benchmark`) and the
-    metric's name in that benchmark's results.json ``metrics``."""
+    metric's name in that benchmark's results.json ``metrics``; ``section``: the runs' eval section it reads
+    (``eval`` or an extra section's name; None: the first section of the benchmark that has the metric). A
+    stand-alone evaluation (the base model) fills every column of its benchmark."""
 
     label: str
     benchmark: str
     metric: str
+    section: str | None = None
 
 
 def default_columns() -> tuple[Column, ...]:
@@ -63,17 +67,18 @@ def default_columns() -> tuple[Column, ...]:
 
 
 def parse_column(spec: str) -> Column:
-    """``[LABEL=][BENCHMARK:]METRIC``; without a benchmark, the first benchmark that claims the metric's
-    name (:func:`ifdistill.evaluator.benchmark.claiming`)."""
+    """``[LABEL=][BENCHMARK[@SECTION]:]METRIC``; without a benchmark, the first benchmark that claims the
+    metric's name (:func:`ifdistill.evaluator.benchmark.claiming`)."""
     label, sep, rest = spec.partition("=")
     if not sep:
         label, rest = "", spec
     bench, sep, metric = rest.partition(":")
     if not sep:
         bench, metric = (registry.claiming(rest) or ""), rest
+    bench, _, section = bench.partition("@")
     if bench not in registry.names() or not metric:
-        raise ValueError(f"--columns {spec!r}: expected [LABEL=][{'|'.join(registry.names())}:]METRIC")
-    return Column(label or metric, bench, metric)
+        raise ValueError(f"--columns {spec!r}: expected [LABEL=][{'|'.join(registry.names())}[@SECTION]:]METRIC")
+    return Column(label or metric, bench, metric, section or None)
 
 
 @dataclasses.dataclass
@@ -92,9 +97,20 @@ class PageRow:
     evaluations: dict[str, list[Evaluation]]
 
 
-def _cell(row: PageRow, column: Column) -> dict[str, Any] | None:
+def _section(row: PageRow, column: Column) -> str | None:
+    """The eval section of ``row`` that fills ``column`` (see :class:`Column`), None if none does."""
     for section, evals in row.evaluations.items():
-        final = evals[-1]
+        if column.section is not None and row.kind == "run" and section != column.section:
+            continue
+        if any(e.benchmark == column.benchmark and column.metric in e.metrics for e in evals):
+            return section
+    return None
+
+
+def _cell(row: PageRow, column: Column) -> dict[str, Any] | None:
+    section = _section(row, column)
+    if section is not None:
+        final = row.evaluations[section][-1]
         if final.benchmark == column.benchmark and column.metric in final.metrics:
             return {"value": final.metrics[column.metric], "se": final.metrics.get(f"{column.metric}_stderr"),
                     "step": final.step, "section": section, "eval_config_hash": final.eval_config_hash,
@@ -221,7 +237,8 @@ def _sweep_curves(rows: Sequence[PageRow], columns: Sequence[Column], labels: di
             by_step: dict[int, list[float]] = {}
             left_out: set[str] = set()
             for r in members:
-                for evals in r.evaluations.values():
+                section = _section(r, col)
+                for evals in [r.evaluations[section]] if section is not None else []:
                     for e in evals:
                         if e.benchmark != col.benchmark or col.metric not in e.metrics or e.step is None:
                             continue

@@ -194,6 +194,7 @@ def check_extra_evals(cfg: DictConfig) -> list[str]:
     """Each extra benchmark of the checkpoint-eval callback (``callbacks.checkpoint_eval.evals.<name>``)
     is a valid eval section, as ``validate`` checks the run's own ``eval``: a mistake there would
     otherwise surface at the first checkpoint."""
+    from ifdistill.evaluator.benchmark import namespaces
     from ifdistill.evaluator.settings import eval_settings
 
     problems = []
@@ -202,6 +203,11 @@ def check_extra_evals(cfg: DictConfig) -> list[str]:
             eval_settings(OmegaConf.to_container(section, resolve=True))
         except Exception as err:  # noqa: BLE001 - schema and interpolation errors; the message names the key
             problems.append(f"callbacks.checkpoint_eval.evals.{name}: {err}".replace("\n", " "))
+    sections = OmegaConf.select(cfg, "callbacks.checkpoint_eval.evals") or {}
+    try:  # two sections on one W&B namespace would overwrite each other's keys
+        namespaces({None: OmegaConf.select(cfg, "eval.benchmark"), **{str(k): v.get("benchmark") for k, v in sections.items()}})
+    except ValueError as err:
+        problems.append(f"callbacks.checkpoint_eval.evals: {err}")
     return problems
 
 

@@ -134,7 +134,7 @@ def _status_table(results: dict, out: Path, root: Path, capsys) -> str:
 def test_every_benchmark_through_every_consumer(name, tmp_path, monkeypatch, capsys):
     from ifdistill.results.page import Column, PageOptions, build_page
     from ifdistill.wandb_offline import load_table
-    from ifdistill.wandb_view import _panel_metrics, instruction_ids
+    from ifdistill.wandb_view import instruction_ids
 
     bench = registry.get(name)
     out, results, samples = _evaluate(name, tmp_path)
@@ -158,7 +158,7 @@ def test_every_benchmark_through_every_consumer(name, tmp_path, monkeypatch, cap
 
     # the W&B view: its line panels read keys the run logged
     logged = set().union(*(r.keys() for r in got["history"]))
-    panel = [f"{name}/{m}" for m in _panel_metrics(name, [results["config"]["eval"]])]
+    panel = [f"{name}/{m}" for m in bench.panel_metrics(results["config"]["eval"])]
     assert panel and set(panel) <= logged | {f"{name}/{h}" for h in undefined}, set(panel) - logged
     types = {k for k in logged if k.startswith(f"{name}_type/")}
     assert types <= {f"{name}_type/{i}/{v}" for i in instruction_ids(name) for v in ("strict_acc", "loose_acc", "count")}

@@ -197,17 +197,20 @@ def test_a_sweep_of_several_configs_shows_every_panel_key_of_each_once():
 
 
 @pytest.mark.slow  # lm-eval's task index (built once per machine, then read from its cache)
-def test_dry_run_with_ifeval_lmeval_and_the_judge_has_a_section_per_benchmark(capsys):
-    """The view of a run evaluating IFEval, two lm-eval tasks and the judge at each checkpoint: one section per
-    benchmark, each line on its own step axis; lm-eval's keys are ``lmeval/<task>/<metric>[/<filter>]`` of the
+def test_dry_run_with_ifeval_lmeval_and_the_judge_has_a_section_per_eval_section(capsys):
+    """The view of a run evaluating IFEval, two lm-eval sections and the judge at each checkpoint: one section
+    per eval section, each line on its own step axis; an extra section's keys are ``<section>/...``, so the
+    two lm-eval sections do not share ``lmeval/*``; lm-eval's keys are ``<task>/<metric>[/<filter>]`` of the
     tasks' YAMLs (the keys such a run logs: tests/integration/test_benchmark_contract.py)."""
-    overrides = [*PRESET, "+eval@callbacks.checkpoint_eval.evals.lm=lmeval", "callbacks.checkpoint_eval.evals.lm.lmeval.tasks=[gsm8k,commonsense_qa]",
+    overrides = [*PRESET, "+eval@callbacks.checkpoint_eval.evals.lmeval=lmeval",
+                 "callbacks.checkpoint_eval.evals.lmeval.lmeval.tasks=[gsm8k]",
+                 "+eval@callbacks.checkpoint_eval.evals.lab=lmeval", "callbacks.checkpoint_eval.evals.lab.lmeval.tasks=[commonsense_qa]",
                  "+eval@callbacks.checkpoint_eval.evals.judge=judge"]
     assert main([*overrides, "--group", GROUP, "--dry-run"]) == 0
     spec = json.loads(capsys.readouterr().out)
-    assert spec["benchmarks"] == ["ifeval", "lmeval", "judge"]
+    assert spec["benchmarks"] == ["ifeval", "lmeval", "lab", "judge"]
     lines = {p["y"][0]: p["x"] for p in _panels(spec, "lm-eval")}
     assert lines == {"lmeval/gsm8k/exact_match/strict-match": "lmeval/step",
-                     "lmeval/gsm8k/exact_match/flexible-extract": "lmeval/step",
-                     "lmeval/commonsense_qa/acc": "lmeval/step"}
+                     "lmeval/gsm8k/exact_match/flexible-extract": "lmeval/step"}
+    assert {p["y"][0]: p["x"] for p in _panels(spec, "lab (lm-eval)")} == {"lab/commonsense_qa/acc": "lab/step"}
     assert [(p["x"], p["y"]) for p in _panels(spec, "Judge")] == [("judge/step", ["judge/score_mean"])]

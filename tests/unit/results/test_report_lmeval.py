@@ -77,3 +77,29 @@ def test_lmeval_columns_best_paired_deltas_and_seed_spread(tmp_path):
     assert "prompt strict" not in md and "McNemar" not in md
     assert f"{rows['s1']['final'][GSM]:.4f} ± " in runs_table  # values as they are, not percent
     assert f"Δ {report['columns'][0]['label']}" in md and f"best {report['columns'][0]['label']}" in runs_table
+
+
+def test_two_sections_of_one_benchmark_are_two_page_columns(tmp_path):
+    """``evals.lmeval`` and ``evals.lab``, both lm-eval with the same task: a column naming its section reads
+    only that section, at the final step and in the sweep curve (never their mean); the base model's
+    stand-alone evaluation fills both."""
+    from ifdistill.results.page import PageOptions, build_page, parse_column
+
+    lab = [float(i % 8 == 0) for i in range(N)]
+    run = write_run_dir(tmp_path / "sweep" / "r", run_id="r", seed=1, config={"lr": 1e-5},
+                        checkpoints={s: simple_rows([True]) for s in (50, 100)})
+    for step, gsm in RUNS[1].items():
+        add_lmeval(run, step, _tasks(gsm))
+        add_lmeval(run, step, _tasks(lab), name="lab")
+    write_lmeval_dir(tmp_path / "base", _tasks(BASE["gsm8k"]))
+    cols = tuple(parse_column(f"{s}=lmeval@{s}:{GSM}") for s in ("lmeval", "lab"))
+    assert cols[1].section == "lab" and cols[1].benchmark == "lmeval" and cols[1].metric == GSM
+    page = build_page(runs.load_all([tmp_path / "sweep"]), [tmp_path / "base"], PageOptions(columns=cols))
+    base, row = page["rows"]
+    assert row["cells"]["lmeval"]["value"] == sum(RUNS[1][100]) / N and row["cells"]["lmeval"]["section"] == "lmeval"
+    assert row["cells"]["lab"]["value"] == sum(lab) / N and row["cells"]["lab"]["section"] == "lab"
+    assert base["cells"]["lmeval"]["value"] == base["cells"]["lab"]["value"] == sum(BASE["gsm8k"]) / N
+    (curves,) = page["curves"]
+    assert [(p["step"], p["mean"], p["n"]) for p in curves["columns"]["lab"]] == [(50, sum(lab) / N, 1),
+                                                                                  (100, sum(lab) / N, 1)]
+    assert [p["mean"] for p in curves["columns"]["lmeval"]] == [sum(RUNS[1][s]) / N for s in (50, 100)]

@@ -70,6 +70,9 @@ def test_an_extra_benchmark_is_checked_like_the_eval_section():
     with pytest.raises(PreflightError) as err:
         preflight(bad, check_model=False)
     assert "callbacks.checkpoint_eval.evals.ifbench: " in str(err.value) and "onnx" in str(err.value)
+    clash = cfg_of("callbacks=checkpoint_eval", "+eval@callbacks.checkpoint_eval.evals.ifeval=ifeval_local")
+    with pytest.raises(PreflightError, match="eval and evals.ifeval would both log W&B keys ifeval/"):
+        preflight(clash, check_model=False)
 
 
 def test_several_problems_are_reported_together():
