@@ -57,7 +57,9 @@ def draw_ifeval_vs_step(report: dict):
     """
     curves = report["curves"]
     stepped = {n: [p for p in pts if p["step"] is not None] for n, pts in curves.items()}
-    if not any(stepped.values()):
+    # the two levels' strict metrics of per-prompt decisions; a report of another benchmark has none
+    levels = [f"{level}_level_strict_acc" for level, _ in LEVELS]
+    if not any(_ok(p.get(m)) for pts in stepped.values() for p in pts for m in levels):
         return None
     style = styles(report)
     bands = sum(bool(pts) for pts in stepped.values()) <= MAX_BANDS

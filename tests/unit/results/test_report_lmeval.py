@@ -103,3 +103,9 @@ def test_two_sections_of_one_benchmark_are_two_page_columns(tmp_path):
     assert [(p["step"], p["mean"], p["n"]) for p in curves["columns"]["lab"]] == [(50, sum(lab) / N, 1),
                                                                                   (100, sum(lab) / N, 1)]
     assert [p["mean"] for p in curves["columns"]["lmeval"]] == [sum(RUNS[1][s]) / N for s in (50, 100)]
+
+
+def test_the_prompt_and_instruction_level_figure_is_left_out_of_an_lmeval_report(tmp_path):
+    from ifdistill.results.plots import draw_ifeval_vs_step
+
+    assert draw_ifeval_vs_step(_report(tmp_path)) is None
