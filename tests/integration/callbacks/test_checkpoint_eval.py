@@ -432,3 +432,51 @@ def assert_judge_identical_after_training(run: Path, post: Path, history: list[d
 
     line = next(x for x in format_table([run_status(run)]).splitlines() if "| judge |" in x)
     assert "| 1 | 4 |" in line and "num_judged 2" in line
+
+
+def test_an_lmeval_section_backfilled_over_the_finished_run_equals_in_training(run_dir, tmp_path):
+    """``ifdistill-eval backfill +eval@evals.lab=lmeval`` with the tasks the run evaluated in training (its
+    ``evals.lmeval``): every export is evaluated into ``evals/lab``, byte-identical to the in-training
+    evaluation of the same export and config (samples.jsonl; results.json but for where and when it ran);
+    metrics.json's ``evals.lab`` at every checkpoint; the run's W&B run resumed with ``lab/*`` at each
+    checkpoint's step on ``lab/step``; the results page's ``lab`` column at every checkpoint. (Last in this
+    module: it adds a section to the shared run.)"""
+    from omegaconf import OmegaConf
+
+    from ifdistill.results.page import PageOptions, build_page, parse_column
+    from ifdistill.results.runs import load_all
+
+    trained = OmegaConf.load(run_dir / "config.yaml").callbacks.checkpoint_eval.evals.lmeval
+    key = "evals.lab"
+    add = ["+eval@evals.lab=lmeval", f"{key}.lmeval.tasks=[{','.join(trained.lmeval.tasks)}]",
+           f"{key}.lmeval.include_path=[{','.join(trained.lmeval.include_path)}]",
+           f"{key}.runtime.kv_cache_memory_bytes={trained.runtime.kv_cache_memory_bytes}", f"{key}.runtime.progress=false"]
+    proc = subprocess.run([str(BIN / "ifdistill-eval"), "backfill", f"run_dir={run_dir}", *add], env=_env(),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert sorted(metrics["evals"]["lab"]) == ["10", "20"]
+    volatile = {"timings", "created_at", "runtime", "checksum"}  # when and in which process it ran (the checksum covers them)
+    for step in (10, 20):
+        ours, theirs = (run_dir / "evals" / name / f"step_{step:06d}" for name in ("lmeval", "lab"))
+        assert (ours / "samples.jsonl").read_bytes() == (theirs / "samples.jsonl").read_bytes()
+        a, b = (json.loads((d / "results.json").read_text()) for d in (ours, theirs))
+        assert a["config"].pop("output_dir") != b["config"].pop("output_dir")
+        assert {k: v for k, v in a.items() if k not in volatile} == {k: v for k, v in b.items() if k not in volatile}
+        entry = metrics["evals"]["lab"][str(step)]
+        assert entry["source"] == "backfill" and entry["benchmark"] == "lmeval" and entry["metrics"] == b["metrics"]
+
+    runs = [read_run(d) for d in find_run_dirs(run_dir / "logs" / "wandb")]
+    assert len({r["id"] for r in runs}) == 1  # the run's own W&B run, resumed
+    metric = "commonsense_qa_local/acc"
+    rows = [r for run in runs for r in run["history"] if f"lab/{metric}" in r]
+    assert sorted(r["lab/step"] for r in rows) == [10, 20]
+    for r in rows:
+        assert r[f"lab/{metric}"] == metrics["evals"]["lab"][str(r["lab/step"])]["metrics"][metric]
+    assert any(run["metrics"].get("lab/*") == "lab/step" for run in runs)
+
+    page = build_page(load_all([run_dir]), None, PageOptions(columns=(parse_column(f"lab=lmeval@lab:{metric}"),)))
+    (curve,) = page["curves"]
+    assert [(p["step"], p["mean"]) for p in curve["columns"]["lab"]] == [
+        (s, metrics["evals"]["lab"][str(s)]["metrics"][metric]) for s in (10, 20)]
+    assert page["rows"][0]["cells"]["lab"]["section"] == "lab"
