@@ -42,7 +42,8 @@ class Benchmark:
     The defaults fit a benchmark whose results.json ``metrics`` are its own flat ``{name: value,
     name_stderr: se}`` (lm-eval, the judge): every numeric value is a metric, the first is the headline."""
 
-    #: results.json's ``config.eval.benchmark``, the W&B namespace ``<name>/*`` and its step ``<name>/step``.
+    #: results.json's ``config.eval.benchmark``; the W&B namespace ``<name>/*`` (step ``<name>/step``) of a run's
+    #: ``eval`` section of it (:func:`namespace`).
     name: str = ""
     #: How people write it (section titles, page columns).
     display: str = ""
@@ -147,7 +148,7 @@ class Benchmark:
     # -- the W&B view ----------------------------------------------------------------------------------
     def panel_metrics(self, section: Mapping[str, Any]) -> list[str]:
         """The metrics (without the ``<name>/`` prefix) an eval ``section`` of this benchmark logs and the
-        view plots against ``<name>/step``, headline first; known from the config alone."""
+        view plots against the section's ``<namespace>/step``, headline first; known from the config alone."""
         return []
 
     def type_ids(self, section: Mapping[str, Any]) -> list[str]:

@@ -118,7 +118,8 @@ class EvalSettings:
 
     name: Optional[str] = None  # null: the benchmark's name
     # Which registered benchmark evaluates (ifdistill.evaluator.benchmark; null: the default one). W&B
-    # logs its metrics as ``<benchmark>/*`` on their own step axis ``<benchmark>/step``.
+    # logs a run's ``eval`` as ``<benchmark>/*`` on ``<benchmark>/step``, an ``evals.<name>`` section as
+    # ``<name>/*`` on ``<name>/step`` (ifdistill.evaluator.benchmark.namespace).
     benchmark: Optional[str] = None
     backend: str = "vllm"
     dtype: str = "float32"

@@ -2,7 +2,7 @@
 
 IFBench's reference evaluation judges strict and loose exactly as IFEval's does, so its rows go through
 IFEval's plan, scorer and results (:class:`~ifdistill.evaluator.ifeval.benchmark.InstructionBenchmark`);
-only the name (its W&B namespace ``ifbench/*``), the display name and the instruction ids of its per-type
+only the name (the W&B namespace ``ifbench/*`` of an ``evals.ifbench`` section), the display name and the instruction ids of its per-type
 panel are its own.
 """
 
