@@ -66,6 +66,7 @@ def write_report(inputs: Sequence[str | Path], out_dir: str | Path, *, base_mode
     Returns ``{"report": <the dict>, "files": [written paths], "wandb": <run info or None>}``.
     """
     from ifdistill.evaluator import output as eval_output
+    from ifdistill.evaluator.benchmark import default_name, get as benchmark_named
     from ifdistill.results import page_render, plots, tables
 
     notes: list[str] = []
@@ -73,8 +74,6 @@ def write_report(inputs: Sequence[str | Path], out_dir: str | Path, *, base_mode
     loaded = runs_mod.load_all(inputs, notes, benchmark, reruns=reruns)
     base_dirs = _base_dirs(base_model)
     # the report's per-run tables compare the base directory of the runs' benchmark; the page reads every one
-    from ifdistill.evaluator.benchmark import default_name
-
     reported = next((r.final.benchmark for r in loaded if r.kind == "run" and r.final is not None), default_name())
     benchmarks = {p: eval_output.benchmark_of(eval_output.read_results_json(p)) for p in base_dirs}
     own_base = next((p for p, b in benchmarks.items() if b == reported), next(iter(benchmarks), None))
@@ -93,9 +92,8 @@ def write_report(inputs: Sequence[str | Path], out_dir: str | Path, *, base_mode
     files = plots.write_plots(report, out)
     images = list(files)
     first = page_render.render_markdown(page, {p.name for p in files}) if page else []
-    from ifdistill.evaluator.benchmark import get as benchmark_named
-
-    title = "Results" if page else f"{benchmark_named(report['columns'][0]['benchmark'] if report['columns'] else benchmark).display} report"
+    # the first evaluated row's benchmark (build_report refused a report without one)
+    title = "Results" if page else f"{benchmark_named(report['columns'][0]['benchmark']).display} report"
     (out / "report.md").write_text(tables.render_markdown(report, images={p.name for p in files}, first=first,
                                                           title=title))
     files += [out / "report.md", *tables.write_csvs(report, out, extra=page_render.csv_columns(page) if page else None)]
