@@ -141,7 +141,7 @@ def test_render_failure_names_the_row(make_tokenizer, tmp_path):
 
 def test_icl_items_and_config_errors(tok, sources):
     cfg = config(sources, 0.05)
-    icl = DataConfig.resolve(cfg, method={"k": 2, "demos": "per_example"})
+    icl = DataConfig.resolve(cfg, icl={"k": 2, "demos": "per_example"})
     data = build_train_dataset(icl, tok)
     batch = collator_for(icl, tok)([data.train[i] for i in range(len(data.train) - 4, len(data.train))])
     v = batch["completion_valid"]
