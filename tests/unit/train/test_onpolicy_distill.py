@@ -163,3 +163,39 @@ def test_settings_the_method_refuses():
     cfg = OmegaConf.create({"trainer": {"strategy": {"_target_": "lightning.pytorch.strategies.DeepSpeedStrategy"}}})
     problems = OnPolicyDistillModule.config_problems({"teacher_source": "cache", "k": 2, "demos": "shared"}, cfg)
     assert len(problems) == 3 and "online" in problems[0] and "per_example" in problems[1] and "DeepSpeed" in problems[2]
+
+
+def test_normalising_after_backward_trains_as_the_precomputed_token_count():
+    """One SGD step of 2 x 2 accumulated micro-batches: the on-policy method (lmbda = 0, its gradients
+    divided by the step's tokens after the last backward) moves the weights as off-policy distillation
+    (each micro-batch's loss divided by the datamodule's precomputed step tokens)."""
+    import lightning.pytorch as pl
+
+    from ifdistill.train.datamodule import TrainDataModule
+    from tests.support import sgd_weight_tolerance
+    from tests.unit.train.conftest import resolved, synthetic_data
+
+    sgd = {"name": "sgd", "lr": 0.5, "schedule": "constant"}
+
+    def fit(cls, **kw):
+        dm = TrainDataModule(resolved(synthetic_data(24), k=2, demos="per_example"), TINY, micro_batch_size=2)
+        torch.manual_seed(0)
+        module = cls(TINY, LORA, sgd, kd_ratio=0.5, **kw)
+        perturb_lora(module)
+        start = {n: p.detach().clone() for n, p in module.lm.named_parameters() if p.requires_grad}
+        pl.Trainer(accelerator="cpu", devices=1, max_steps=1, accumulate_grad_batches=2, logger=False,
+                   enable_checkpointing=False, use_distributed_sampler=False, enable_progress_bar=False,
+                   enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
+                   gradient_clip_val=0).fit(module, datamodule=dm)
+        return start, {n: p.detach().clone() for n, p in module.lm.named_parameters() if p.requires_grad}
+
+    start, before = fit(ICLDistillModule)
+    _, after = fit(OnPolicyDistillModule, lmbda=0.0, kl="forward", generation=FAST)
+    movement = max((before[n] - start[n]).abs().max().item() for n in before)
+    weight_max = max(w.abs().max().item() for w in before.values())
+    # the same gradients, scaled by 1/T at another point of the sum: summation-order roundoff over the
+    # step's tokens (at most 4 examples x 384) bounds the difference (tests/support.py)
+    tol = sgd_weight_tolerance(movement, weight_max, 1, 4 * 384)
+    assert movement > 100 * tol  # the steps moved the weights far beyond the tolerance
+    for n in before:
+        assert (before[n] - after[n]).abs().max().item() <= tol, n
