@@ -20,6 +20,10 @@ class normalises the summed gradients just before the optimizer steps
 (:mod:`.divergences`: ``forward``, ``reverse``, ``jsd`` with ``beta``, or the ``sampled``-token
 estimator); the full-vocabulary ones run through the chunked LM head as off-policy distillation does.
 
+Samples come from HF generation with the training model (``engine=hf``, :mod:`.sampling`) or from a
+vLLM engine colocated with training (``engine=vllm``, :mod:`.vllm_engine`: the LoRA adapter or the full
+weights pushed to it every ``sync_every`` optimizer steps).
+
 Monitoring (:mod:`.monitoring`): sampled length, the share of samples that end with a stop token (the
 rest hit ``max_new_tokens``), the divergence and both entropies per logging interval; a table of a few
 samples every ``sample_table_every`` steps; a warning or a stop when the stop-token rate stays under
@@ -42,6 +46,7 @@ from ifdistill.train.distill_module import ICLDistillModule
 from ifdistill.train.losses import IGNORE_INDEX, ce_kd_with_stats, token_stats
 
 log = logging.getLogger(__name__)
+ENGINES = ("hf", "vllm")
 
 
 class OnPolicyDistillModule(ICLDistillModule):
@@ -56,13 +61,16 @@ class OnPolicyDistillModule(ICLDistillModule):
                  kd_ratio: float = 1.0, teacher: str = "frozen_initial", ema_decay: float = 0.99,
                  skip_tokens: int = 0, generation: Optional[Mapping[str, Any]] = None,
                  stop_token_ids: tuple[int, ...] = (), sample_table_every: int = 50, sample_table_rows: int = 4,
-                 min_eos_rate: float = 0.0, eos_patience: int = 3, on_eos_collapse: str = "warn", **kwargs: Any):
+                 min_eos_rate: float = 0.0, eos_patience: int = 3, on_eos_collapse: str = "warn",
+                 engine: str = "hf", sync_every: int = 1, vllm: Optional[Mapping[str, Any]] = None, **kwargs: Any):
         if not 0.0 <= lmbda <= 1.0:
             raise ValueError(f"method.lmbda must be in [0, 1], got {lmbda}")
         if not 0.0 <= ema_decay < 1.0:
             raise ValueError(f"method.ema_decay must be in [0, 1), got {ema_decay}")
         if skip_tokens < 0:
             raise ValueError(f"method.skip_tokens must be >= 0, got {skip_tokens}")
+        if engine not in ENGINES:
+            raise ValueError(f"method.engine must be one of {ENGINES}, got {engine!r}")
         super().__init__(model, peft, optim, kl=kl, kd_ratio=kd_ratio, teacher=teacher, **kwargs)
         self.lmbda, self.ema_decay, self.skip_tokens = float(lmbda), float(ema_decay), int(skip_tokens)
         self.sampling = SamplingSettings(**(generation or {}))
@@ -79,6 +87,13 @@ class OnPolicyDistillModule(ICLDistillModule):
         pad = self.tokenizer.pad_token_id
         self.pad_token_id = int(pad if pad is not None else self.stop_ids[0])
         self.sampler: Any = HFSampler(self.lm.model, self.stop_ids, self.pad_token_id, self.sampling)
+        if engine == "vllm":
+            from ifdistill.methods.onpolicy_distill.vllm_engine import VLLMSampler
+
+            options = dict(vllm or {})
+            self.sampler = VLLMSampler(self, model_dir, self.stop_ids, self.sampling, sync_every=sync_every,
+                                       max_model_len=int(options.pop("max_model_len", 2048)), runtime=options,
+                                       seed=int(kwargs.get("seed", 42)))
         self.monitor = SampleMonitor(self.tokenizer, table_every=sample_table_every, table_rows=sample_table_rows,
                                      min_eos_rate=min_eos_rate, patience=eos_patience, action=on_eos_collapse)
 
@@ -162,6 +177,11 @@ class OnPolicyDistillModule(ICLDistillModule):
                 for ema, live in zip(self._frozen[0].parameters(), self.lm.parameters()):
                     ema.lerp_(live.detach().to(ema.dtype), 1.0 - self.ema_decay)
         super().on_train_batch_end(outputs, batch, batch_idx)
+
+    def on_fit_end(self) -> None:
+        close = getattr(self.sampler, "close", None)
+        if close is not None:
+            close()
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if self.teacher_kind == "ema":
