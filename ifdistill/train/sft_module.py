@@ -7,7 +7,10 @@ completion like a long one and makes "2 x 4 accumulated" differ from "batch 8". 
 this rank's window total in ``batch["step_tokens"]``; the module sums it over ranks, and returns a
 *backward loss* scaled so that, after the strategy averages gradients over ranks and Lightning divides
 by ``accumulate_grad_batches`` (DeepSpeed divides once more, see :meth:`_backward_scale`), the
-gradient is exactly that of the step objective. Logged values are the real token means.
+gradient is exactly that of the step objective. Logged values are the real token means. A method that
+counts its tokens only after sampling (``normalise_after_backward``, :mod:`ifdistill.train.method`)
+returns the unnormalised sum instead and the summed gradients are divided by the step's token count,
+all ranks, in :meth:`on_before_optimizer_step`.
 
 Randomness. Before every training micro-batch the global RNG is re-seeded from ``(seed, global step,
 micro-batch, rank)``. Dropout masks are then a function of where training is, not of how it got
@@ -246,11 +249,11 @@ class SFTModule(MethodHooks, pl.LightningModule):
         (:mod:`ifdistill.train.method`); before clipping, which Lightning applies after this hook."""
         if not self.normalise_after_backward or self._window_tokens is None:
             return
-        total = self._sum_over_ranks(self._window_tokens.clone()).clamp(min=1)
+        total = float(self._sum_over_ranks(self._window_tokens.clone()).clamp(min=1))
         self._window_tokens = None
         for p in self.lm.parameters():
             if p.grad is not None:
-                p.grad.div_(total.to(p.grad.dtype))
+                p.grad.div_(total)
 
     def _data_sums(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
         """Device tensors and host numbers only: nothing here waits for the device (no boolean indexing)."""

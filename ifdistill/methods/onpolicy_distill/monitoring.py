@@ -46,14 +46,15 @@ class SampleMonitor:
         self.min_eos_rate, self.patience, self.action = min_eos_rate, patience, action
         self.low_intervals = 0
         self.table: list[list[Any]] = []  # rows waiting for the next log
+        self.table_step = -1
         self.collapsed = False
 
     def sums(self, samples: Sequence[Sample], trainer: Any, batch: Mapping[str, Any]) -> dict[str, float]:
         """This micro-batch's generation sums; keeps a few samples for the table on a table step."""
         if trainer is not None and self.table_rows and samples:
             step = trainer.global_step
-            first = trainer.fit_loop.epoch_loop.batch_progress.current.ready % trainer.accumulate_grad_batches <= 1
-            if step % self.table_every == 0 and first and not self.table:
+            if step % self.table_every == 0 and step != self.table_step:  # the step's first sampled micro-batch
+                self.table_step = step
                 self.table = [[step, self.tokenizer.decode(s.tokens), len(s.tokens), s.ended]
                               for s in samples[:self.table_rows]]
         return {"gen_rows": float(len(samples)), "gen_tokens": float(sum(len(s.tokens) for s in samples)),

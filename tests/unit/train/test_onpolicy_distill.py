@@ -54,12 +54,11 @@ def test_a_teacher_equal_to_the_student_gives_zero_loss_and_gradient(icl_items, 
     loss.backward()
     assert stats["gen_rows"] == len(icl_items) and 0 < stats["gen_tokens"] <= len(icl_items) * FAST["max_new_tokens"]
     grads = _grads(module)
-    # Scale of a real gradient on the same tokens: the CE of the same student on the same batch.
+    # Scale of a real gradient on the same tokens: the same module's CE on the gold completions.
     module.zero_grad()
-    ce = OnPolicyDistillModule(TINY, LORA, kd_ratio=0.0, lmbda=0.0, teacher="self_stopgrad", generation=FAST)
-    ce.lm.load_state_dict(module.lm.state_dict())
-    ce.objective(batch)[0].backward()
-    scale = max(g.abs().max().item() for g in _grads(ce).values())
+    module.lmbda, module.kd["kd_ratio"] = 0.0, 0.0
+    module.objective(batch)[0].backward()
+    scale = max(g.abs().max().item() for g in _grads(module).values())
     # Student and teacher are the same float32 forward (no dropout): log p_s - log p_t is 0 up to the
     # rounding of two log-softmaxes (~1e-6 of their magnitude), which bounds loss and gradient alike.
     assert abs(stats["kd"].item()) <= 1e-5 * stats["count"].item() and abs(loss.item()) <= 1e-5 * stats["count"].item()
@@ -199,3 +198,37 @@ def test_normalising_after_backward_trains_as_the_precomputed_token_count():
     assert movement > 100 * tol  # the steps moved the weights far beyond the tolerance
     for n in before:
         assert (before[n] - after[n]).abs().max().item() <= tol, n
+
+
+def test_the_monitor_logs_samples_and_stops_when_samples_stop_ending(tiny_tokenizer):
+    import lightning.pytorch as pl
+    from lightning.pytorch.loggers import Logger
+
+    from ifdistill.methods.onpolicy_distill.monitoring import SampleMonitor
+
+    class Tables(Logger):
+        name, version = "tables", 0
+        tables: list = []
+
+        def log_metrics(self, metrics, step=None):
+            pass
+
+        def log_hyperparams(self, params, *args, **kwargs):
+            pass
+
+        def log_text(self, key, columns, data):
+            self.tables.append((key, columns, data))
+
+    trainer = pl.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False, accelerator="cpu")
+    monitor = SampleMonitor(tiny_tokenizer, table_every=1, table_rows=2, min_eos_rate=0.5, patience=2, action="stop")
+    samples = [Sample([5, 6], False), Sample([7], True), Sample([8, 9, 10], False)]
+    sums = monitor.sums(samples, trainer, {})
+    assert sums == {"gen_rows": 3.0, "gen_tokens": 6.0, "gen_eos": 1.0}
+    logger = Tables()
+    first = monitor.metrics(sums, trainer, [logger])
+    assert first["onpolicy/sampled_len"] == 2.0 and first["onpolicy/eos_rate"] == pytest.approx(1 / 3)
+    assert first["onpolicy/budget_hit_rate"] == pytest.approx(2 / 3) and not trainer.should_stop
+    (key, columns, rows), = logger.tables
+    assert key == "onpolicy/samples" and len(rows) == 2 and rows[0][1] == tiny_tokenizer.decode([5, 6])
+    monitor.metrics(sums, trainer, [logger])  # a second interval under min_eos_rate: patience reached
+    assert trainer.should_stop and monitor.collapsed
