@@ -76,7 +76,35 @@ def run_case(name: str) -> dict:
         torch.set_num_threads(threads)
 
 
+# configs whose run directories (named by config_hash) must not move
+HASHED = {"sft": [], "distill": ["method=distill"], "distill_cached": ["method=distill", "method.teacher_source=cache",
+                                                                     "method.demos=per_example"],
+          "qwen3_ifeval_distill": ["experiment=qwen3_ifeval_distill"], "replay_sweep": ["experiment=ifeval_replay_sweep"]}
+
+
+def config_hashes() -> dict[str, str]:
+    """``config_hash`` of the :data:`HASHED` configs, composed from the ``conf/`` beside the imported package."""
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    import ifdistill
+    from ifdistill.rundir import config_hash
+
+    conf = Path(ifdistill.__file__).resolve().parents[1] / "conf"
+    out = {}
+    for name, overrides in HASHED.items():
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+            cfg = compose("train", overrides=["paths.output_dir=/tmp/x", *overrides])
+        out[name] = config_hash(cfg)
+    GlobalHydra.instance().clear()
+    return out
+
+
 if __name__ == "__main__":
     import ifdistill
 
-    torch.save({"ifdistill": ifdistill.__file__, **{name: run_case(name) for name in CASES}}, sys.argv[1])
+    torch.save({"ifdistill": ifdistill.__file__, "hashes": config_hashes(),
+                **{name: run_case(name) for name in CASES}}, sys.argv[1])

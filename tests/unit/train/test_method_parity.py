@@ -1,6 +1,8 @@
 """SFT and off-policy ICL distillation (online and cached teacher) compute the same batches, losses and
-gradients as the code before methods became units (commit :data:`BEFORE`, the tree extracted with
-``git archive`` and run in a subprocess). The cases: ``tests/unit/train/method_parity_case.py``."""
+gradients, and their configs hash the same (so their runs keep their directories), as the code before
+methods became units (commit :data:`BEFORE`, the tree extracted with
+``git archive`` and run in a subprocess). The cases: ``tests/unit/train/method_parity_case.py``. A later
+change that alters a loss, a gradient or a hash on purpose moves :data:`BEFORE` to its parent commit."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.unit.train.method_parity_case import CASES, run_case
+from tests.unit.train.method_parity_case import CASES, HASHED, config_hashes, run_case
 
 ROOT = Path(__file__).resolve().parents[3]
 BEFORE = "3d1f4c1"  # main before ifdistill.train.method: the parity reference
@@ -56,3 +58,8 @@ def test_losses_and_gradients_equal_the_code_before(before, name):
     assert old["grads"].keys() == new["grads"].keys() and new["grads"]
     for key in old["grads"]:
         assert torch.equal(old["grads"][key], new["grads"][key]), key
+
+
+def test_config_hashes_equal_the_code_before(before):
+    assert before["hashes"].keys() == HASHED.keys()
+    assert config_hashes() == before["hashes"]
