@@ -123,6 +123,10 @@ class OnPolicyDistillModule(ICLDistillModule):
         if "deepspeed" in strategy.lower():
             problems.append("method=onpolicy_distill normalises gradients after sampling, from param.grad, which "
                             "DeepSpeed partitions: use ddp, fsdp or a single device")
+        devices = OmegaConf.select(cfg, "trainer.devices", default=1)
+        if method.get("engine", "hf") == "vllm" and str(devices) not in ("1", "auto"):
+            problems.append(f"method.engine=vllm runs one colocated engine per process on its first device: it "
+                            f"needs trainer.devices=1 (got {devices}); use engine=hf with several devices")
         return problems
 
     @classmethod

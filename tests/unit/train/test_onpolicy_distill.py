@@ -162,6 +162,9 @@ def test_settings_the_method_refuses():
     cfg = OmegaConf.create({"trainer": {"strategy": {"_target_": "lightning.pytorch.strategies.DeepSpeedStrategy"}}})
     problems = OnPolicyDistillModule.config_problems({"teacher_source": "cache", "k": 2, "demos": "shared"}, cfg)
     assert len(problems) == 3 and "online" in problems[0] and "per_example" in problems[1] and "DeepSpeed" in problems[2]
+    two = OmegaConf.create({"trainer": {"devices": 2}})
+    assert OnPolicyDistillModule.config_problems({"engine": "hf"}, two) == []
+    assert "trainer.devices=1" in OnPolicyDistillModule.config_problems({"engine": "vllm"}, two)[0]
 
 
 def test_normalising_after_backward_trains_as_the_precomputed_token_count():
