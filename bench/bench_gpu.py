@@ -234,7 +234,7 @@ def data_cfg(model: Mapping[str, Any], n: int, k: Optional[int] = None):
     from ifdistill.data.build import DataConfig
 
     data = {"sources": [{"name": "syn", "synthetic": "train", "max_examples": n}], "heldout": 0, "max_length": 1024}
-    return DataConfig.resolve(data, method=None if k is None else {"k": k, "demos": "shared"}, model=model)
+    return DataConfig.resolve(data, icl=None if k is None else {"k": k, "demos": "shared"}, model=model)
 
 
 def packed_rows(items: list[Mapping[str, Any]], row_tokens: int, pad_id: int, count: int) -> list[dict]:

@@ -37,7 +37,7 @@ def data_cfg(model_dir: str, n: int, k: int | None):
     from ifdistill.data.build import DataConfig
 
     data = {"sources": [{"name": "syn", "synthetic": "train", "max_examples": n}], "heldout": 0, "max_length": 512}
-    return DataConfig.resolve(data, method=None if k is None else {"k": k, "demos": "per_example"},
+    return DataConfig.resolve(data, icl=None if k is None else {"k": k, "demos": "per_example"},
                               model={"name_or_path": model_dir})
 
 

@@ -61,7 +61,7 @@ def data_cfg(n: int, k: int | None = None, demos: str = "shared"):
     from ifdistill.data.build import DataConfig
 
     data = {"sources": [{"name": "syn", "synthetic": "train", "max_examples": n}], "heldout": 0, "max_length": 512}
-    return DataConfig.resolve(data, method=None if k is None else {"k": k, "demos": demos})
+    return DataConfig.resolve(data, icl=None if k is None else {"k": k, "demos": demos})
 
 
 # -- workers (run in their own process) -------------------------------------------------------------

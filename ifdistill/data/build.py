@@ -76,10 +76,12 @@ class DataConfig:
         return cls(**m)
 
     @classmethod
-    def resolve(cls, data: Mapping[str, Any], *, method: Mapping[str, Any] | None = None,
+    def resolve(cls, data: Mapping[str, Any], *, icl: Mapping[str, Any] | None = None,
                 model: Mapping[str, Any] | None = None) -> DataConfig:
         """The data section as training uses it: ``model.enable_thinking`` is the thinking flag (the one the
-        evaluator renders prompts with; a ``data.enable_thinking`` that disagrees is refused), and a method that names ``k`` (ICL distillation) brings its :class:`IclSettings`, whose examples are
+        evaluator renders prompts with; a ``data.enable_thinking`` that disagrees is refused), and ``icl``
+        (what the method asks the data layer to attach: ``k``, ``demos``, ``own_demo``, see
+        :class:`IclSettings`; ``None``: plain SFT items) brings the teacher views, whose examples are
         supervised on the final answer only (``train_on=last_assistant``: that is what teacher and student
         are compared on)."""
         cfg = data if isinstance(data, DataConfig) else cls.from_mapping(data)
@@ -90,18 +92,18 @@ class DataConfig:
                              "answers after a prompt it never sees at evaluation; set model.enable_thinking")
         if thinking is not None:
             cfg = dataclasses.replace(cfg, enable_thinking=thinking)
-        if method is not None and "k" in method:
-            icl = IclSettings(k=int(method["k"]), demos=str(method["demos"]),
-                              seed=cfg.icl_seed if cfg.icl_seed is not None else cfg.seed,
-                              on_replay=cfg.icl_on_replay, teacher_max_length=cfg.teacher_max_length,
-                              enable_thinking=cfg.enable_thinking)
-            cfg = dataclasses.replace(cfg, icl=icl, train_on="last_assistant")
+        if icl is not None:
+            settings = IclSettings(k=int(icl["k"]), demos=str(icl["demos"]), own_demo=bool(icl.get("own_demo", False)),
+                                   seed=cfg.icl_seed if cfg.icl_seed is not None else cfg.seed,
+                                   on_replay=cfg.icl_on_replay, teacher_max_length=cfg.teacher_max_length,
+                                   enable_thinking=cfg.enable_thinking)
+            cfg = dataclasses.replace(cfg, icl=settings, train_on="last_assistant")
         return cfg
 
     @property
     def per_example_demos(self) -> bool:
         """Teacher views with demonstrations are attached to the items here (not by a batch collator)."""
-        return self.icl is not None and self.icl.k > 0 and self.icl.demos == "per_example"
+        return self.icl is not None and (self.icl.k > 0 or self.icl.own_demo) and self.icl.demos == "per_example"
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -196,7 +198,7 @@ def _attach_icl(tok, icl: IclSettings, items: list[dict[str, Any]], examples: li
                 selector: DemoSelector, stats: dict[str, int]) -> None:
     """Per-example demonstrations: each item gets its own k-subset of the pool and its teacher view."""
     for it, ex in zip(items, examples):
-        demos = selector.select(icl.k, exclude_key=ex.uid, exclude_prompt=ex.prompt)
+        demos = selector.select(icl.k, exclude_key=ex.uid, exclude_prompt=ex.prompt) + ([ex] if icl.own_demo else [])
         view = teacher_view(tok, ex, it, demos, icl)
         it.update(view.fields)
         stats["demos_removed_for_length"] = stats.get("demos_removed_for_length", 0) + view.demos_dropped
@@ -301,7 +303,8 @@ def build_train_dataset(config: DataConfig | Mapping[str, Any], tokenizer, *,
         stats: dict[str, int] = {}
         # demos come from the new training data; never the example itself
         _attach_icl(tokenizer, cfg.icl, items, examples, DemoSelector(demo_pool, seed=cfg.icl.seed), stats)
-        manifest.set("icl", {"k": cfg.icl.k, "demos": "per_example", "pool": "new training data", **stats})
+        own = {"own_demo": True} if cfg.icl.own_demo else {}
+        manifest.set("icl", {"k": cfg.icl.k, "demos": "per_example", "pool": "new training data", **own, **stats})
     elif cfg.icl is not None:
         manifest.set("icl", {"k": cfg.icl.k, "demos": cfg.icl.demos, "pool": "new training data"})
     manifest.data["mix"].update({"ratio": cfg.ratio, "total": cfg.total, "seed": cfg.seed,

@@ -51,15 +51,15 @@ from ifdistill.data.render import Rendered, RenderError, render
 
 
 DEMO_SCHEMES = ("shared", "per_example")
-# Keys of the ``method`` section that the data layer reads (into :class:`IclSettings`), not the module.
-METHOD_DATA_KEYS = ("k", "demos")
 
 
 @dataclasses.dataclass(frozen=True)
 class IclSettings:
     """Everything that decides an ICL teacher's view, resolved once from the data, method and model sections.
 
-    ``k`` and ``demos`` come from ``method`` (``conf/method/distill.yaml`` states the default scheme);
+    ``k``, ``demos`` and ``own_demo`` come from the method (``conf/method/distill.yaml`` states the default
+    scheme; ``own_demo``: the example's own gold conversation is the last demonstration, as in
+    self-distillation fine-tuning -- per-example views only);
     ``seed``, ``on_replay`` and ``teacher_max_length`` from ``data`` (``icl_seed`` falling back to
     ``seed``); ``enable_thinking`` is the one the student is rendered with (``model.enable_thinking``
     when set, else ``data.enable_thinking``).
@@ -71,12 +71,15 @@ class IclSettings:
     on_replay: bool = False
     teacher_max_length: int | None = None
     enable_thinking: bool | None = None
+    own_demo: bool = False
 
     def __post_init__(self):
         if self.k < 0:
             raise ValueError(f"method.k must be >= 0, got {self.k}")
         if self.demos not in DEMO_SCHEMES:
             raise ValueError(f"method.demos must be one of {DEMO_SCHEMES}, got {self.demos!r}")
+        if self.own_demo and self.demos != "per_example":
+            raise ValueError("method.own_demo=true needs method.demos=per_example (the demonstration is the example's own)")
         if self.teacher_max_length is not None and self.teacher_max_length < 1:
             raise ValueError(f"data.teacher_max_length must be >= 1 or null, got {self.teacher_max_length}")
 

@@ -189,7 +189,7 @@ class TrainDataModule(pl.LightningDataModule):
                  num_workers: Optional[int] = 0, manifest_path: Optional[str] = None):
         super().__init__()
         if not isinstance(data, DataConfig):
-            raise TypeError("TrainDataModule takes a resolved DataConfig (DataConfig.resolve(data, method=, model=))")
+            raise TypeError("TrainDataModule takes a resolved DataConfig (DataConfig.resolve(data, icl=, model=))")
         if packing not in (True, False, AUTO):
             raise ValueError(f"datamodule.packing must be true, false or auto, got {packing!r}")
         if data.icl is not None and packing is True:
@@ -241,7 +241,7 @@ class TrainDataModule(pl.LightningDataModule):
         rank0 = self.trainer is None or self.trainer.is_global_zero
         self.built = build_train_dataset(self.data_cfg, self.tokenizer,
                                          manifest_path=self.manifest_path if rank0 else None)
-        if self.data_cfg.icl is not None and self.data_cfg.icl.k == 0:
+        if self.data_cfg.icl is not None and not self.data_cfg.per_example_demos and self.data_cfg.icl.k == 0:
             for item in self.built.train.items:
                 identity_teacher_view(item)
         missing = [n for n in self.val_names if n not in self.built.heldout]

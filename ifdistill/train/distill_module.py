@@ -73,6 +73,9 @@ def eval_mode(module: torch.nn.Module):
 class ICLDistillModule(SFTModule):
     """SFT plus a logit-distillation term from an in-context (k-shot) teacher."""
 
+    divergence_kinds: tuple[str, ...] = DIVERGENCES  # what method.kl may name (a subclass may add kinds)
+    teacher_kinds: tuple[str, ...] = TEACHERS
+
     def __init__(self, model: Mapping[str, Any], peft: Optional[Mapping[str, Any]] = None,
                  optim: Optional[Mapping[str, Any]] = None, *, kd_ratio: float = 0.5, kl: str = "forward",
                  beta: float = 0.5, temperature: float = 1.0, teacher: str = "frozen_initial",
@@ -83,10 +86,10 @@ class ICLDistillModule(SFTModule):
         from ifdistill.train.teacher_pass_runner import TEACHER_SOURCES, cache_refusal
 
         built = time.perf_counter()  # the run's time, for the pass's share of it, counts the model's loading
-        if kl not in DIVERGENCES:
-            raise ValueError(f"method.kl must be one of {DIVERGENCES}, got {kl!r}")
-        if teacher not in TEACHERS:
-            raise ValueError(f"method.teacher must be one of {TEACHERS}, got {teacher!r}")
+        if kl not in self.divergence_kinds:
+            raise ValueError(f"method.kl must be one of {self.divergence_kinds}, got {kl!r}")
+        if teacher not in self.teacher_kinds:
+            raise ValueError(f"method.teacher must be one of {self.teacher_kinds}, got {teacher!r}")
         if not 0.0 <= kd_ratio <= 1.0:
             raise ValueError(f"method.kd_ratio must be in [0, 1], got {kd_ratio}")
         if teacher == "separate" and not teacher_model:
@@ -126,6 +129,34 @@ class ICLDistillModule(SFTModule):
                 teacher_model if teacher == "separate" else model, dtype=str(head.weight.dtype),
                 vocab_size=head.weight.shape[0], k=cache_k, temperature=temperature,
                 quantize=(peft or {}).get("quantize") if teacher == "frozen_initial" else None))
+
+    # -- the method's hooks (ifdistill.train.method) ---------------------------------------------
+    @classmethod
+    def data_keys(cls) -> tuple[str, ...]:
+        return ("k", "demos")
+
+    @classmethod
+    def teacher_views(cls, method: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
+        return {"k": method["k"], "demos": method["demos"]}
+
+    @classmethod
+    def config_problems(cls, method: Mapping[str, Any], cfg: Any) -> list[str]:
+        """A method that reads a teacher cache can share one (:func:`~ifdistill.train.teacher_pass_runner.cache_refusal`)."""
+        from ifdistill.train.teacher_pass_runner import cache_refusal
+
+        refusal = cache_refusal(method)
+        return [refusal] if refusal else []
+
+    @classmethod
+    def run_alone(cls, cfg: Any, build: Any) -> Optional[dict[str, Any]]:
+        """``+teacher_pass.only=true``: the teacher pass alone, no run directory, no training."""
+        node = cfg.get("teacher_pass") or {}
+        if not node.get("only"):
+            return None
+        from ifdistill.train.teacher_pass_runner import teacher_pass_only
+
+        dm, module, gpu = build()
+        return teacher_pass_only(node, dm, module, gpu=gpu)
 
     @staticmethod
     def _freeze(lm: SelectiveLM) -> SelectiveLM:

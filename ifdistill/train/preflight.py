@@ -131,16 +131,21 @@ def check_target_keys(node: Any, name: str) -> list[str]:
 
 
 def check_data(data_node: Any, method: Any = None, model: Any = None) -> list[str]:
-    """The data section parses and resolves with the method and model sections (ICL settings, the
-    thinking flag); each local source file exists and its first rows load."""
+    """The data section parses and resolves with the model section and the teacher views the method asks
+    for (:meth:`~ifdistill.train.method.MethodHooks.teacher_views`; the thinking flag); each local source file exists and its first rows load."""
     from ifdistill.data.build import DataConfig
     from ifdistill.data.sources import load_source
 
     if data_node is None:
         return ["data: missing section"]
-    plain = (lambda node: OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node)
+    from ifdistill.train.method import plain, teacher_views_of
+
     try:
-        data = DataConfig.resolve(plain(data_node), method=plain(method), model=plain(model))
+        views = teacher_views_of(method)
+    except Exception:  # noqa: BLE001 - an unimportable _target_ is reported by check_target_keys
+        views = None
+    try:
+        data = DataConfig.resolve(plain(data_node), icl=views, model=plain(model))
     except (ValueError, TypeError, KeyError) as err:
         return [f"data: {err}"]
     problems = [] if data.sources else ["data.sources is empty: nothing to train on"]
@@ -180,14 +185,18 @@ def check_heldout(heldout: int, role: str, spec: Any, examples: int) -> list[str
             "lower data.heldout or add rows"]
 
 
-def check_teacher_source(method: Any) -> list[str]:
-    """A method that reads a teacher cache can share one (:func:`~ifdistill.train.teacher_pass_runner.cache_refusal`)."""
-    from ifdistill.train.teacher_pass_runner import cache_refusal
+def check_method(cfg: DictConfig) -> list[str]:
+    """The method's own checks (:meth:`ifdistill.train.method.MethodHooks.config_problems`)."""
+    from ifdistill.train.method import method_class, plain
 
+    method = cfg.get("method")
     if not OmegaConf.is_dict(method) and not isinstance(method, dict):
         return []
-    refusal = cache_refusal(OmegaConf.to_container(method, resolve=True) if OmegaConf.is_config(method) else method)
-    return [refusal] if refusal else []
+    try:
+        cls = method_class(method)
+    except Exception:  # noqa: BLE001 - an unimportable _target_ is reported by check_target_keys
+        return []
+    return cls.config_problems(plain(method), cfg)
 
 
 def check_extra_evals(cfg: DictConfig) -> list[str]:
@@ -239,7 +248,7 @@ def preflight(cfg: DictConfig, *, check_model: bool = True) -> None:
     problems += check_ranges(cfg)
     problems += check_divergence_policy(cfg)
     problems += check_data(cfg.get("data"), cfg.get("method"), cfg.get("model"))
-    problems += check_teacher_source(cfg.get("method"))
+    problems += check_method(cfg)
     if not problems:  # importing the targets (Lightning, the module classes) takes seconds: only now
         for name in TARGETS:
             problems += check_target_keys(cfg.get(name), name)

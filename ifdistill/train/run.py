@@ -144,25 +144,28 @@ def _callbacks(cfg: DictConfig, run: RunInfo, *, progress_bar: bool, started_els
 
 
 def build_module(cfg: DictConfig, *, val_names: list[str], on_gpu: bool):
-    """The LightningModule named by ``cfg.method`` (``_target_``) with the model/peft/optim sections."""
+    """The LightningModule named by ``cfg.method`` (``_target_``) with the model/peft/optim sections and the
+    run settings every method takes (:mod:`ifdistill.train.method`)."""
     from hydra.utils import instantiate
 
-    from ifdistill.data.icl import METHOD_DATA_KEYS
+    from ifdistill.train.method import constructor_args
 
     dtype = None if on_gpu else "float32"
-    method = {k: v for k, v in _container(cfg.method).items() if k not in METHOD_DATA_KEYS}  # read by the data layer
-    return instantiate(method, _convert_="all", model=_container(cfg.model), peft=_container(cfg.peft),
-                       optim=_container(cfg.optim), seed=int(cfg.seed), val_names=val_names, dtype=dtype,
+    return instantiate(constructor_args(cfg.method), _convert_="all", model=_container(cfg.model),
+                       peft=_container(cfg.peft), optim=_container(cfg.optim), seed=int(cfg.seed),
+                       val_names=val_names, dtype=dtype,
                        gradient_checkpointing=bool(cfg.get("gradient_checkpointing", False)),
                        logit_chunk_size=cfg.get("logit_chunk_size"),
                        validate_at_start=bool(cfg.run.validate_at_start))
 
 
 def resolve_data(cfg: DictConfig):
-    """The data, method and model sections as the data layer reads them (one typed object)."""
+    """The data and model sections as the data layer reads them, with the teacher views the method asks
+    for (one typed object)."""
     from ifdistill.data.build import DataConfig
+    from ifdistill.train.method import teacher_views_of
 
-    return DataConfig.resolve(_container(cfg.data), method=_container(cfg.method), model=_container(cfg.model))
+    return DataConfig.resolve(_container(cfg.data), icl=teacher_views_of(cfg.method), model=_container(cfg.model))
 
 
 def build_datamodule(cfg: DictConfig, rd: Optional[RunDir] = None, data=None):
@@ -229,13 +232,17 @@ def train(cfg: DictConfig, *, checked: bool = False) -> dict[str, Any]:
         preflight(cfg)  # every plain-data mistake, before any model, Trainer or run directory exists
         check_run_dir(cfg)
     single_log_output()
-    if (cfg.get("teacher_pass") or {}).get("only"):  # the teacher pass alone: no run directory, no training
-        from ifdistill.train.teacher_pass_runner import teacher_pass_only
+    from ifdistill.train.method import method_class
 
+    def build() -> tuple[Any, Any, bool]:
         dm = build_datamodule(cfg)
         dm.setup("fit")
         gpu = _on_gpu(cfg.trainer)
-        return teacher_pass_only(cfg.teacher_pass, dm, build_module(cfg, val_names=dm.val_names, on_gpu=gpu), gpu=gpu)
+        return dm, build_module(cfg, val_names=dm.val_names, on_gpu=gpu), gpu
+
+    alone = method_class(cfg.method).run_alone(cfg, build)  # e.g. the teacher pass alone: no run directory
+    if alone is not None:
+        return alone
     rd, rid, digest = resolve_run_dir(cfg)
     quiet_console(rd.logs, verbose=bool(cfg.run.get("verbose", False)),
                   wandb=str(OmegaConf.select(cfg, "logger._target_") or "").endswith("WandbLogger"))

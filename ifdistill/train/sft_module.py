@@ -7,7 +7,10 @@ completion like a long one and makes "2 x 4 accumulated" differ from "batch 8". 
 this rank's window total in ``batch["step_tokens"]``; the module sums it over ranks, and returns a
 *backward loss* scaled so that, after the strategy averages gradients over ranks and Lightning divides
 by ``accumulate_grad_batches`` (DeepSpeed divides once more, see :meth:`_backward_scale`), the
-gradient is exactly that of the step objective. Logged values are the real token means.
+gradient is exactly that of the step objective. Logged values are the real token means. A method that
+counts its tokens only after sampling (``normalise_after_backward``, :mod:`ifdistill.train.method`)
+returns the unnormalised sum instead and the summed gradients are divided by the step's token count,
+all ranks, in :meth:`on_before_optimizer_step`.
 
 Randomness. Before every training micro-batch the global RNG is re-seeded from ``(seed, global step,
 micro-batch, rank)``. Dropout masks are then a function of where training is, not of how it got
@@ -35,6 +38,7 @@ import torch
 from ifdistill.train.chunked_head import (ChunkObjective, Head, call_as_forward, chunked_head_objective, chunked_sums,
                                           head_tensors, unchunkable)
 from ifdistill.train.losses import ce_kd_with_stats, supervised_positions, token_stats
+from ifdistill.train.method import MethodHooks
 from ifdistill.train.modeling import SelectiveLM, build_model, decoder_layers
 from ifdistill.train.token_sums import TokenSums, ratio, token_metrics
 
@@ -69,7 +73,7 @@ def lr_lambda(schedule: str, warmup_steps: int, max_steps: int, min_lr_ratio: fl
     return f
 
 
-class SFTModule(pl.LightningModule):
+class SFTModule(MethodHooks, pl.LightningModule):
     """Supervised fine-tuning on the supervised (completion) tokens of chat examples.
 
     Args:
@@ -100,6 +104,7 @@ class SFTModule(pl.LightningModule):
         self._last_log: Optional[tuple[float, int]] = None
         self.logit_chunk_size = int(logit_chunk_size) if logit_chunk_size else None
         self._warned_unchunked = False
+        self._window_tokens: Optional[torch.Tensor] = None  # normalise_after_backward: this step's tokens so far
 
     # -- structure --------------------------------------------------------------------------------
     @property
@@ -229,11 +234,26 @@ class SFTModule(pl.LightningModule):
     def training_step(self, batch: Mapping[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         self._reseed(batch_idx)
         loss_sum, stats = self.objective(batch)
-        total = self._step_tokens(batch, stats["count"])
         self.train_sums.add(stats)
         self.train_sums.add({"loss": loss_sum.detach()})
         self.train_sums.add(self._data_sums(batch))
+        if self.normalise_after_backward:  # the step's tokens are known after its last micro-batch
+            count = stats["count"].detach().to(torch.float64)
+            self._window_tokens = count if self._window_tokens is None else self._window_tokens + count
+            return loss_sum * self._backward_scale()
+        total = self._step_tokens(batch, stats["count"])
         return loss_sum * (self._backward_scale() / total.clamp(min=1).to(loss_sum.dtype))
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """``normalise_after_backward``: divide the step's summed gradients by its tokens, all ranks
+        (:mod:`ifdistill.train.method`); before clipping, which Lightning applies after this hook."""
+        if not self.normalise_after_backward or self._window_tokens is None:
+            return
+        total = float(self._sum_over_ranks(self._window_tokens.clone()).clamp(min=1))
+        self._window_tokens = None
+        for p in self.lm.parameters():
+            if p.grad is not None:
+                p.grad.div_(total)
 
     def _data_sums(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor | float]:
         """Device tensors and host numbers only: nothing here waits for the device (no boolean indexing)."""
@@ -329,29 +349,29 @@ class SFTModule(pl.LightningModule):
 
     # -- optimisation -----------------------------------------------------------------------------
     def configure_optimizers(self):
-        o = self.optim_cfg
+        """The optimizer and LR schedule of ``optim``; defaults are :class:`~ifdistill.train.schemas.OptimSchema`'s
+        (their one home, also what ``conf/train.yaml`` is validated against)."""
+        from ifdistill.train.schemas import OptimSchema
+
+        o = OptimSchema(**self.optim_cfg)
         params = [p for p in self.lm.parameters() if p.requires_grad]
         if not params:
             raise RuntimeError("no trainable parameters (peft froze everything?)")
-        kwargs = dict(lr=float(o.get("lr", 2e-4)), betas=tuple(o.get("betas", (0.9, 0.999))),
-                      eps=float(o.get("eps", 1e-8)), weight_decay=float(o.get("weight_decay", 0.0)))
-        name = o.get("name", "adamw")
-        if name == "deepspeed_cpu_adam":
+        kwargs = dict(lr=float(o.lr), betas=tuple(o.betas), eps=float(o.eps), weight_decay=float(o.weight_decay))
+        if o.name == "deepspeed_cpu_adam":
             from deepspeed.ops.adam import DeepSpeedCPUAdam
 
             optimizer = DeepSpeedCPUAdam(params, adamw_mode=True, **kwargs)
-        elif name == "adamw":
-            fused = o.get("fused")
+        elif o.name == "adamw":
+            fused = o.fused
             if fused is None:  # torch's fused kernel: one launch per step, and it can skip a step on the device
-                fused = o.get("foreach") is None and all(p.device.type == "cuda" for p in params)
-            optimizer = torch.optim.AdamW(params, foreach=None if fused else o.get("foreach"), fused=bool(fused),
-                                          **kwargs)
-        elif name == "sgd":  # plain SGD: updates proportional to gradients, used by exact-equality tests
+                fused = o.foreach is None and all(p.device.type == "cuda" for p in params)
+            optimizer = torch.optim.AdamW(params, foreach=None if fused else o.foreach, fused=bool(fused), **kwargs)
+        elif o.name == "sgd":  # plain SGD: updates proportional to gradients, used by exact-equality tests
             optimizer = torch.optim.SGD(params, lr=kwargs["lr"], weight_decay=kwargs["weight_decay"])
         else:
-            raise ValueError(f"optim.name must be adamw, sgd or deepspeed_cpu_adam, got {name!r}")
+            raise ValueError(f"optim.name must be adamw, sgd or deepspeed_cpu_adam, got {o.name!r}")
         max_steps = self.trainer.max_steps if self._trainer is not None else -1
-        fn = lr_lambda(o.get("schedule", "constant"), int(o.get("warmup_steps", 0)), max(max_steps, 1),
-                       float(o.get("min_lr_ratio", 0.0)))
+        fn = lr_lambda(o.schedule, int(o.warmup_steps), max(max_steps, 1), float(o.min_lr_ratio))
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, fn)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

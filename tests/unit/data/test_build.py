@@ -141,7 +141,7 @@ def test_render_failure_names_the_row(make_tokenizer, tmp_path):
 
 def test_icl_items_and_config_errors(tok, sources):
     cfg = config(sources, 0.05)
-    icl = DataConfig.resolve(cfg, method={"k": 2, "demos": "per_example"})
+    icl = DataConfig.resolve(cfg, icl={"k": 2, "demos": "per_example"})
     data = build_train_dataset(icl, tok)
     batch = collator_for(icl, tok)([data.train[i] for i in range(len(data.train) - 4, len(data.train))])
     v = batch["completion_valid"]
@@ -179,3 +179,19 @@ def test_synthetic_default_builds(tok):
     cfg = OmegaConf.to_container(OmegaConf.load(CONF_DATA / "synthetic.yaml"))
     data = build_train_dataset({**cfg, "heldout": 0}, tok)
     assert len(data.train) >= 2000 and data.train.n_replay == 0
+
+
+def test_own_demo_puts_the_examples_gold_conversation_before_it(tok, sources):
+    """``own_demo`` (self-distillation fine-tuning's teacher): the example itself, gold answer included,
+    is the teacher's last demonstration, after the k drawn ones."""
+    from ifdistill.data.icl import DemoSelector, build_icl_pair
+
+    cfg = config(sources, 0.0)
+    data = build_train_dataset(DataConfig.resolve(cfg, icl={"k": 1, "demos": "per_example", "own_demo": True}), tok)
+    item, ex = data.train[0], data.examples[0]
+    drawn = DemoSelector(data.demo_pool, seed=cfg["seed"])  # data.icl_seed unset: the data seed
+    expected = build_icl_pair(tok, ex, drawn.select(1, exclude_key=ex.uid, exclude_prompt=ex.prompt) + [ex])
+    end = expected.teacher_positions[-1] + 1
+    assert item["num_demos"] == 2 and item["teacher_input_ids"].tolist() == expected.teacher.input_ids[:end]
+    with pytest.raises(ValueError, match="own_demo=true needs method.demos=per_example"):
+        DataConfig.resolve(cfg, icl={"k": 1, "demos": "shared", "own_demo": True})

@@ -19,7 +19,7 @@ def resolved(data: dict, *, k: int | None = None, demos: str = "shared", model: 
     from ifdistill.data.build import DataConfig
 
     method = None if k is None else {"k": k, "demos": demos}
-    return DataConfig.resolve(data, method=method, model=model)
+    return DataConfig.resolve(data, icl=method, model=model)
 
 
 @pytest.fixture(scope="session")

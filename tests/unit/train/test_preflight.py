@@ -27,8 +27,14 @@ def cfg_of(*overrides):
 
 def test_the_shipped_presets_pass():
     for preset in ("experiment=demo", "method=distill", "callbacks=checkpoint_eval", "callbacks=checkpoint_eval_ifbench",
-                   "trainer=ddp"):
+                   "trainer=ddp", "method=onpolicy_distill"):
         preflight(cfg_of(preset), check_model=False)
+
+
+def test_a_method_checks_its_section_in_preflight():
+    """method=onpolicy_distill's own checks (ifdistill.train.method) run before a model loads."""
+    with pytest.raises(PreflightError, match="DeepSpeed partitions"):
+        preflight(cfg_of("method=onpolicy_distill", "trainer=deepspeed_stage_2"), check_model=False)
 
 
 @pytest.mark.parametrize("override, names", [

@@ -142,7 +142,7 @@ def test_the_thinking_flag_is_resolved_once_for_students_teachers_and_the_evalua
 
     data = synthetic_data(24, enable_thinking=True)
     with pytest.raises(ValueError, match="enable_thinking"):
-        DataConfig.resolve(data, method={"k": 2, "demos": "shared"}, model={**TINY, "enable_thinking": None})
+        DataConfig.resolve(data, icl={"k": 2, "demos": "shared"}, model={**TINY, "enable_thinking": None})
     dm = shared_datamodule(data, chat_template=QWEN3_LIKE, enable_thinking=True)
     collate = dm.shared_demo_collator()
     items = [dm.built.train[i] for i in range(4)]

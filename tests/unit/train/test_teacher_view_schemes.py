@@ -125,8 +125,8 @@ def test_shared_and_per_example_schemes_agree_on_random_configurations(tokenizer
     seen = {"prefix": 0, "identity_rows": 0, "fallback": 0, "dropped": 0, "cut": 0, "k0": 0}
     for case in range(N_CONFIGS):
         data, model, k = random_config(rng)
-        shared = DataConfig.resolve(data, method={"k": k, "demos": "shared"}, model=model)
-        per_example = DataConfig.resolve(data, method={"k": k, "demos": "per_example"}, model=model)
+        shared = DataConfig.resolve(data, icl={"k": k, "demos": "shared"}, model=model)
+        per_example = DataConfig.resolve(data, icl={"k": k, "demos": "per_example"}, model=model)
         assert shared.icl.enable_thinking == per_example.icl.enable_thinking == (
             model["enable_thinking"] if model["enable_thinking"] is not None else data["enable_thinking"])
         built_s = build_train_dataset(shared, tokenizer)
@@ -180,6 +180,6 @@ def test_shared_and_per_example_schemes_agree_on_random_configurations(tokenizer
 
 def test_packing_is_refused_for_distillation_in_both_schemes():
     for demos in ("shared", "per_example"):
-        cfg = DataConfig.resolve(synthetic_data(8), method={"k": 2, "demos": demos}, model=TINY)
+        cfg = DataConfig.resolve(synthetic_data(8), icl={"k": 2, "demos": demos}, model=TINY)
         with pytest.raises(ValueError, match="packing"):
             TrainDataModule(cfg, TINY, packing=True)

@@ -1,0 +1,201 @@
+"""On-policy ICL distillation: off-policy ICL distillation with the student's own samples as completions.
+
+Per training micro-batch, each example is trained on the student's sample instead of its gold
+completion with probability ``lmbda`` (GKD's lambda; ``lmbda=0`` *is* off-policy distillation, the
+batch and objective untouched). The student samples from the prompt alone (``generation``: temperature,
+top-p, max new tokens; the evaluator's stop tokens); the teacher reads the same sample after its own
+view of the prompt: ``k`` demonstrations drawn as for off-policy distillation and/or, with ``own_demo``,
+the example's own gold conversation as the last demonstration (self-distillation fine-tuning). Batch
+construction: :mod:`.sampling`.
+
+Teacher (``teacher=``): ``frozen_initial`` (LoRA: the adapter disabled; full fine-tuning: a frozen copy),
+``ema`` (a frozen copy updated after every optimizer step, ``p_ema <- d p_ema + (1 - d) p`` with
+``d = ema_decay``; saved in checkpoints), or ``self_stopgrad`` (the live student under ``no_grad``).
+
+Objective over the completion tokens (sampled or gold), token ``c`` of a completion counted when
+``c >= skip_tokens``: ``kd_ratio * sum D(teacher, student) + (1 - kd_ratio) * sum CE(gold rows)``,
+divided by the counted tokens of the whole optimizer step -- known only after sampling, so the base
+class normalises the summed gradients just before the optimizer steps
+(:attr:`~ifdistill.train.method.MethodHooks.normalise_after_backward`). ``kl`` names the divergence
+(:mod:`.divergences`: ``forward``, ``reverse``, ``jsd`` with ``beta``, or the ``sampled``-token
+estimator); the full-vocabulary ones run through the chunked LM head as off-policy distillation does.
+
+Samples come from HF generation with the training model (``engine=hf``, :mod:`.sampling`) or from a
+vLLM engine colocated with training (``engine=vllm``, :mod:`.vllm_engine`: the LoRA adapter or the full
+weights pushed to it every ``sync_every`` optimizer steps).
+
+Monitoring (:mod:`.monitoring`): sampled length, the share of samples that end with a stop token (the
+rest hit ``max_new_tokens``), the divergence and both entropies per logging interval; a table of a few
+samples every ``sample_table_every`` steps; a warning or a stop when the stop-token rate stays under
+``min_eos_rate`` for ``eos_patience`` logging intervals (reverse-KL collapse shows there first).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Mapping
+from typing import Any, Optional
+
+import torch
+
+from ifdistill.methods.onpolicy_distill.divergences import KINDS, token_divergence
+from ifdistill.methods.onpolicy_distill.monitoring import GEN_KEYS, SampleMonitor
+from ifdistill.methods.onpolicy_distill.sampling import HFSampler, Sample, SamplingSettings, prompts, with_samples
+from ifdistill.train.distill_module import ICLDistillModule
+from ifdistill.train.losses import IGNORE_INDEX, ce_kd_with_stats, token_stats
+
+log = logging.getLogger(__name__)
+ENGINES = ("hf", "vllm")
+
+
+class OnPolicyDistillModule(ICLDistillModule):
+    """ICL distillation on a ``lmbda`` share of student samples (module docstring)."""
+
+    divergence_kinds = KINDS
+    teacher_kinds = ("frozen_initial", "ema", "self_stopgrad")
+    normalise_after_backward = True
+
+    def __init__(self, model: Mapping[str, Any], peft: Optional[Mapping[str, Any]] = None,
+                 optim: Optional[Mapping[str, Any]] = None, *, lmbda: float = 0.5, kl: str = "reverse",
+                 kd_ratio: float = 1.0, teacher: str = "frozen_initial", ema_decay: float = 0.99,
+                 skip_tokens: int = 0, generation: Optional[Mapping[str, Any]] = None,
+                 stop_token_ids: tuple[int, ...] = (), sample_table_every: int = 50, sample_table_rows: int = 4,
+                 min_eos_rate: float = 0.0, eos_patience: int = 3, on_eos_collapse: str = "warn",
+                 engine: str = "hf", sync_every: int = 1, vllm: Optional[Mapping[str, Any]] = None, **kwargs: Any):
+        if not 0.0 <= lmbda <= 1.0:
+            raise ValueError(f"method.lmbda must be in [0, 1], got {lmbda}")
+        if not 0.0 <= ema_decay < 1.0:
+            raise ValueError(f"method.ema_decay must be in [0, 1), got {ema_decay}")
+        if skip_tokens < 0:
+            raise ValueError(f"method.skip_tokens must be >= 0, got {skip_tokens}")
+        if engine not in ENGINES:
+            raise ValueError(f"method.engine must be one of {ENGINES}, got {engine!r}")
+        super().__init__(model, peft, optim, kl=kl, kd_ratio=kd_ratio, teacher=teacher, **kwargs)
+        self.lmbda, self.ema_decay, self.skip_tokens = float(lmbda), float(ema_decay), int(skip_tokens)
+        self.sampling = SamplingSettings(**(generation or {}))
+        if teacher == "ema":
+            self._frozen.append(self._freeze(copy.deepcopy(self.lm)))
+        from transformers import AutoTokenizer
+
+        from ifdistill.evaluator.prompts import stop_token_ids as evaluator_stop_ids
+        from ifdistill.models import resolve_model_path
+
+        model_dir = resolve_model_path(str(model["name_or_path"]))
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir, revision=model.get("revision"))
+        self.stop_ids = evaluator_stop_ids(self.tokenizer, model_dir, stop_token_ids)
+        pad = self.tokenizer.pad_token_id
+        self.pad_token_id = int(pad if pad is not None else self.stop_ids[0])
+        self.sampler: Any = HFSampler(self.lm.model, self.stop_ids, self.pad_token_id, self.sampling)
+        if engine == "vllm":
+            from ifdistill.methods.onpolicy_distill.vllm_engine import VLLMSampler
+
+            options = dict(vllm or {})
+            self.sampler = VLLMSampler(self, model_dir, self.stop_ids, self.sampling, sync_every=sync_every,
+                                       max_model_len=int(options.pop("max_model_len", 2048)), runtime=options,
+                                       seed=int(kwargs.get("seed", 42)))
+        self.monitor = SampleMonitor(self.tokenizer, table_every=sample_table_every, table_rows=sample_table_rows,
+                                     min_eos_rate=min_eos_rate, patience=eos_patience, action=on_eos_collapse)
+
+    # -- the method's hooks (ifdistill.train.method) ---------------------------------------------
+    @classmethod
+    def data_keys(cls) -> tuple[str, ...]:
+        return ("k", "demos", "own_demo")
+
+    @classmethod
+    def teacher_views(cls, method: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
+        return {"k": method.get("k", 0), "demos": method.get("demos", "per_example"),
+                "own_demo": bool(method.get("own_demo", False))}
+
+    @classmethod
+    def config_problems(cls, method: Mapping[str, Any], cfg: Any) -> list[str]:
+        from omegaconf import OmegaConf
+
+        problems = []
+        if method.get("teacher_source", "online") != "online":
+            problems.append("method=onpolicy_distill: teacher_source must be online (a sample is new every step, "
+                            "no cached view can serve it)")
+        if (int(method.get("k", 0)) > 0 or method.get("own_demo")) and method.get("demos") != "per_example":
+            problems.append("method=onpolicy_distill needs method.demos=per_example (the teacher's view is rebuilt "
+                            "around each sample)")
+        node = OmegaConf.select(cfg, "trainer.strategy", default="")
+        strategy = str(node.get("_target_", "") if OmegaConf.is_dict(node) else node or "")
+        if "deepspeed" in strategy.lower():
+            problems.append("method=onpolicy_distill normalises gradients after sampling, from param.grad, which "
+                            "DeepSpeed partitions: use ddp, fsdp or a single device")
+        devices = OmegaConf.select(cfg, "trainer.devices", default=1)
+        if method.get("engine", "hf") == "vllm" and str(devices) not in ("1", "auto"):
+            problems.append(f"method.engine=vllm runs one colocated engine per process on its first device: it "
+                            f"needs trainer.devices=1 (got {devices}); use engine=hf with several devices")
+        return problems
+
+    @classmethod
+    def run_alone(cls, cfg: Any, build: Any) -> Optional[dict[str, Any]]:
+        return None
+
+    def _train_keys(self) -> tuple[str, ...]:
+        return super()._train_keys() + GEN_KEYS
+
+    # -- sampling ---------------------------------------------------------------------------------
+    def sample_batch(self, batch: Mapping[str, torch.Tensor]) -> tuple[dict[str, Any], list[Sample]]:
+        """Choose each row with probability ``lmbda`` (the step-seeded RNG), sample it, rebuild the batch."""
+        n = batch["input_ids"].shape[0]
+        chosen = (torch.rand(n) < self.lmbda).nonzero().flatten().tolist() if self.lmbda > 0 else []
+        student_prompts = prompts(batch, chosen)[0]
+        samples = self.sampler(student_prompts) if chosen else []
+        return with_samples(batch, dict(zip(chosen, samples)), self.pad_token_id), samples
+
+    def objective(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        batch, samples = self.sample_batch(batch)
+        rows, s_cols, t_cols, targets = self.completion_index(batch)
+        c = batch["completion_valid"].nonzero(as_tuple=True)[1]
+        gold = ~batch["is_sampled"].to(rows.device)[rows]
+        packed = torch.stack([targets, gold.long(), (c >= self.skip_tokens).long()], dim=-1)
+        loss, stats = self.head_objective(
+            lambda head: self.student(batch, rows, s_cols, head), packed, self.onpolicy_loss,
+            teacher=lambda head: self.teacher_logits(batch, rows, t_cols, head=head), teacher_head=self.teacher_head)
+        stats.update(self.monitor.sums(samples, self._trainer, batch))
+        return loss, stats
+
+    def onpolicy_loss(self, s_logits: torch.Tensor, packed: torch.Tensor,
+                      t_logits: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """``kd_ratio * sum D + (1 - kd_ratio) * sum CE(gold)`` over one chunk of completion tokens, and its sums."""
+        y, gold, counted = packed.unbind(-1)
+        if self.kd["kind"] != "sampled" and bool(gold.all()) and bool(counted.all()):
+            return self.loss_from_logits(s_logits, y, t_logits)  # off-policy distillation's own objective
+        ignore = torch.full_like(y, IGNORE_INDEX)
+        kd_labels, ce_labels = torch.where(counted.bool(), y, ignore), torch.where(gold.bool(), y, ignore)
+        kd_loss, kd_value = token_divergence(s_logits, t_logits, kd_labels, kind=self.kd["kind"], beta=self.kd["beta"],
+                                             temperature=self.kd["temperature"], reduction="sum")
+        ce, ce_stats = ce_kd_with_stats(s_logits, ce_labels)
+        stats = token_stats(s_logits, kd_labels)
+        stats.update({"kd": kd_value.detach(), "ce": ce_stats["nll"]})
+        stats.update({"teacher_" + k: v for k, v in token_stats(t_logits, kd_labels).items()})
+        r = self.kd["kd_ratio"]
+        return r * kd_loss + (1.0 - r) * ce, stats
+
+    # -- the EMA teacher, logging -------------------------------------------------------------------
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self.teacher_kind == "ema" and (batch_idx + 1) % self.trainer.accumulate_grad_batches == 0:
+            with torch.no_grad():
+                for ema, live in zip(self._frozen[0].parameters(), self.lm.parameters()):
+                    ema.lerp_(live.detach().to(ema.dtype), 1.0 - self.ema_decay)
+        super().on_train_batch_end(outputs, batch, batch_idx)
+
+    def on_fit_end(self) -> None:
+        close = getattr(self.sampler, "close", None)
+        if close is not None:
+            close()
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if self.teacher_kind == "ema":
+            checkpoint["ema_teacher"] = self._frozen[0].state_dict()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if self.teacher_kind == "ema" and "ema_teacher" in checkpoint:
+            self._frozen[0].load_state_dict(checkpoint["ema_teacher"])
+
+    def train_metrics(self, sums: Mapping[str, float]) -> dict[str, float]:
+        out = super().train_metrics(sums)
+        out.update(self.monitor.metrics(sums, self.trainer, self.loggers, staleness=getattr(self.sampler, "staleness", 0)))
+        return out

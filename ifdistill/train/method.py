@@ -1,0 +1,88 @@
+"""What a training method is to the rest of ifdistill: a LightningModule class plus the hooks here.
+
+A method is its ``conf/method/<name>.yaml`` (``_target_`` = the module class, the rest its settings)
+and the code that class brings. Training (:mod:`ifdistill.train.run`), preflight and the data layer
+name no method: they find the class from ``_target_`` (:func:`method_class`) and ask it, through the
+class-level hooks of :class:`MethodHooks`, what only the method knows:
+
+- :meth:`~MethodHooks.data_keys`: keys of the ``method`` section read by the data layer, not by the
+  constructor (ICL distillation's ``k`` and ``demos``);
+- :meth:`~MethodHooks.teacher_views`: the teacher views the data layer attaches to each example
+  (``None``: plain SFT items; a mapping: the arguments of :class:`ifdistill.data.icl.IclSettings`);
+- :meth:`~MethodHooks.config_problems`: checks of the ``method`` section in the context of the whole
+  config that show without a model (run by :func:`ifdistill.train.preflight.preflight`);
+- :meth:`~MethodHooks.run_alone`: work the method does instead of training when the config asks for
+  it (the teacher pass alone, ``+teacher_pass.only=true``), or ``None`` to train.
+
+:class:`~ifdistill.train.sft_module.SFTModule` implements the defaults (SFT); a method subclasses it
+and overrides only what differs -- the model of TRL's trainers, where GKD is SFT with its own loss and
+generation. The constructor's common arguments (model, peft, optim, seed, the held-out names, dtype,
+gradient checkpointing, logit chunking, validation at start) are SFTModule's; everything else in the
+section is the method's own.
+
+Loss normalisation is the base class's too: every method's step objective is a sum over counted
+tokens divided by the tokens counted in the whole optimizer step (all micro-batches and ranks). A
+method whose tokens are known only after it samples sets :attr:`MethodHooks.normalise_after_backward`;
+the base class then divides the accumulated gradients by the step's token count just before the
+optimizer steps (:meth:`SFTModule.on_before_optimizer_step`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+
+class MethodHooks:
+    """Class-level hooks a method overrides (module docstring); the defaults are SFT's."""
+
+    normalise_after_backward: bool = False
+
+    @classmethod
+    def data_keys(cls) -> tuple[str, ...]:
+        return ()
+
+    @classmethod
+    def teacher_views(cls, method: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
+        return None
+
+    @classmethod
+    def config_problems(cls, method: Mapping[str, Any], cfg: DictConfig) -> list[str]:
+        return []
+
+    @classmethod
+    def run_alone(cls, cfg: DictConfig, build: Callable[[], tuple[Any, Any, bool]]) -> Optional[dict[str, Any]]:
+        """``build()`` returns ``(datamodule set up for fit, module, on_gpu)``; call it only when needed."""
+        return None
+
+
+def plain(node: Any) -> Any:
+    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+
+
+def method_class(method: Any) -> type:
+    """The class named by a ``method`` section's ``_target_`` (a :class:`MethodHooks` subclass)."""
+    from hydra.utils import get_class
+
+    target = (plain(method) or {}).get("_target_")
+    if not target:
+        raise ValueError("method: no _target_ (the module class of the method)")
+    cls = get_class(str(target))
+    if not issubclass(cls, MethodHooks):
+        raise ValueError(f"method._target_={target} is not a training method (a subclass of SFTModule)")
+    return cls
+
+
+def teacher_views_of(method: Any) -> Optional[Mapping[str, Any]]:
+    """What the data layer attaches for ``method`` (:meth:`MethodHooks.teacher_views`); ``None`` for no section."""
+    if method is None:
+        return None
+    return method_class(method).teacher_views(plain(method))
+
+
+def constructor_args(method: Any) -> dict[str, Any]:
+    """The ``method`` section without the keys the data layer reads (the module's constructor arguments)."""
+    section = dict(plain(method))
+    return {k: v for k, v in section.items() if k not in method_class(section).data_keys()}

@@ -1,0 +1,110 @@
+"""One training micro-step of SFT and of off-policy ICL distillation, as the method-parity test runs it
+with two versions of ifdistill: the tree on ``PYTHONPATH`` (``python -m`` or a subprocess running
+``python method_parity_case.py OUT``) and the checked-out one.
+
+Each case builds the tiny model with LoRA from a fixed seed, gives the adapter non-zero values, builds
+the batch from the synthetic data with the data layer of that version, runs ``training_step`` (the
+objective, the token normalisation) and its backward, and returns the batch, the loss and every
+gradient. One thread: the float operations then run in one order, so the two versions' results are
+comparable bit for bit when their code computes the same thing.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import tempfile
+
+import torch
+
+TINY = {"name_or_path": "builtin:tiny"}
+LORA = {"method": "lora", "r": 4, "alpha": 8, "dropout": 0.0}
+DATA = {"sources": [{"name": "syn", "synthetic": "train", "max_examples": 24}], "heldout": 0, "max_length": 384}
+# name -> (module class, constructor settings, ICL views: None for SFT batches)
+CASES = {
+    "sft": ("ifdistill.train.sft_module.SFTModule", {}, None),
+    "distill_forward": ("ifdistill.train.distill_module.ICLDistillModule", {"kd_ratio": 0.5}, 2),
+    "distill_reverse_chunked": ("ifdistill.train.distill_module.ICLDistillModule",
+                                {"kd_ratio": 0.7, "kl": "reverse", "logit_chunk_size": 7}, 2),
+    "distill_cached": ("ifdistill.train.distill_module.ICLDistillModule",
+                       {"kd_ratio": 0.5, "teacher_source": "cache", "cache_k": 16}, 2),
+}
+
+
+def _items(k):
+    from ifdistill.data.build import DataConfig, build_train_dataset
+    from transformers import AutoTokenizer
+
+    from ifdistill.models import resolve_model_path
+
+    tok = AutoTokenizer.from_pretrained(resolve_model_path(TINY["name_or_path"]))
+    views = None if k is None else {"k": k, "demos": "per_example"}
+    keyword = "icl" if "icl" in inspect.signature(DataConfig.resolve).parameters else "method"  # before: method=
+    data = DataConfig.resolve(DATA, **{keyword: views}, model=TINY)
+    return build_train_dataset(data, tok).train.items[:4], tok.pad_token_id
+
+
+def run_case(name: str) -> dict:
+    from hydra.utils import get_class
+
+    from ifdistill.data.collate import IclCollator, PadCollator
+
+    target, settings, k = CASES[name]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        items, pad = _items(k)
+        batch = (PadCollator(pad) if k is None else IclCollator(pad))(items)
+        torch.manual_seed(0)
+        extra = {"cache_dir": tempfile.mkdtemp()} if settings.get("teacher_source") == "cache" else {}
+        module = get_class(target)(TINY, LORA, **settings, **extra)
+        g = torch.Generator().manual_seed(1)
+        with torch.no_grad():
+            for pname, p in module.lm.named_parameters():
+                if "lora_B" in pname:
+                    p.copy_(torch.randn(p.shape, generator=g) * 0.05)
+        if module.__dict__.get("teacher_cache") is not None:
+            from ifdistill.train.teacher_pass_runner import ensure_teacher_cache
+
+            ensure_teacher_cache(module, items)
+        loss = module.training_step(batch, 0)
+        loss.backward()
+        grads = {n: p.grad.clone() for n, p in module.lm.named_parameters() if p.grad is not None}
+        return {"batch": {k: v for k, v in batch.items() if isinstance(v, torch.Tensor)}, "loss": loss.detach(),
+                "grads": grads}
+    finally:
+        torch.set_num_threads(threads)
+
+
+# configs whose run directories (named by config_hash) must not move
+HASHED = {"sft": [], "distill": ["method=distill"], "distill_cached": ["method=distill", "method.teacher_source=cache",
+                                                                     "method.demos=per_example"],
+          "qwen3_ifeval_distill": ["experiment=qwen3_ifeval_distill"], "replay_sweep": ["experiment=ifeval_replay_sweep"]}
+
+
+def config_hashes() -> dict[str, str]:
+    """``config_hash`` of the :data:`HASHED` configs, composed from the ``conf/`` beside the imported package."""
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    import ifdistill
+    from ifdistill.rundir import config_hash
+
+    conf = Path(ifdistill.__file__).resolve().parents[1] / "conf"
+    out = {}
+    for name, overrides in HASHED.items():
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+            cfg = compose("train", overrides=["paths.output_dir=/tmp/x", *overrides])
+        out[name] = config_hash(cfg)
+    GlobalHydra.instance().clear()
+    return out
+
+
+if __name__ == "__main__":
+    import ifdistill
+
+    torch.save({"ifdistill": ifdistill.__file__, "hashes": config_hashes(),
+                **{name: run_case(name) for name in CASES}}, sys.argv[1])
