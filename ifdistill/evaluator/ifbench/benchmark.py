@@ -19,6 +19,7 @@ class IFBench(InstructionBenchmark):
     page_columns = ()
     local_config = "ifbench_local"
     id_registry = ("ifdistill.ifbench.registry", "IFBENCH_REGISTRY")
+    format_prefixes = ("format", "repeat")  # layout and copying; count/ratio/words/sentence/custom: content
 
 
 register(IFBench())
