@@ -81,7 +81,7 @@ def write_forgetting(forgetting: dict[str, Any], out_dir: Path) -> tuple[list[Pa
     if rows:
         md += ["### Trade-off", "", *markdown_table(header, rows), ""]
     for path, caption in figures:
-        md += [f"![{caption}]({path.name})", "", f"*{caption}*", ""]
+        md += [f"![{path.stem}]({path.name})", "", f"*{caption}*", ""]
     md += ["### Rank reversals", ""]
     md += [*markdown_table(REVERSAL_HEADER, reversals), ""] if reversals else ["No pair of runs reverses.", ""]
     if notes:

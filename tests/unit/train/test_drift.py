@@ -43,14 +43,14 @@ def _validate(module, batch) -> dict[str, float]:
 
 
 def _tolerance(*logits: torch.Tensor) -> float:
-    """Float32 bound on a per-token KL computed from float32 logits (the reference is float64).
+    """Bound on the difference of a per-token KL between the module and the float64 reference.
 
-    The tiny model's logits come out of float32 kernels in two different call paths (the module's
-    selective head, chunked, and the HF forward): each logit differs by at most ~``H * eps32 * |logit|``
-    (a length-``H`` dot product, H = 64 here, bounded by 64 ulps of the largest logit, taken as 8 x eps32
-    x max |logit| x sqrt(H) as the usual random-rounding estimate times 8 for safety). A log-softmax
-    moves by at most twice its inputs' largest change, and a p-weighted sum of a change is bounded by
-    the change, so each KL direction is off by at most 4x that per token."""
+    The module's logits and the reference's come out of float32 kernels on two call paths (the
+    selective, chunked head; the HF forward). A logit is a length-H dot product (H = 64 here): its
+    rounding error grows like sqrt(H) ulps of the largest logit under random rounding; with a margin
+    of 8, ``delta = 8 * eps32 * max|logit| * sqrt(H)``. A log-softmax moves by at most twice its inputs'
+    largest change, and a p-weighted sum of changes by at most the largest, so each KL direction (two
+    log-softmaxes) is off by at most ``4 * delta`` per token, and so is the mean over tokens."""
     biggest = max(float(x.abs().max()) for x in logits)
     return 4 * 8 * EPS32 * biggest * 64 ** 0.5
 
