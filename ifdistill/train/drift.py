@@ -88,7 +88,8 @@ class BaseReference:
     def hidden(self, batch: Mapping[str, torch.Tensor], rows: torch.Tensor, cols: torch.Tensor,
                device: torch.device) -> torch.Tensor:
         """The base's ``(N, H)`` hidden states at the supervised positions (eval mode, no gradient)."""
-        self.lm.to(device)  # a no-op once there
+        if not self.adapter:  # a frozen copy outside the module tree (the module itself is the strategy's)
+            self.lm.to(device)
         was = self.lm.training
         context = adapter_disabled(self.lm.model) if self.adapter else contextlib.nullcontext()
         with torch.no_grad(), context:
