@@ -141,6 +141,8 @@ def view_spec(cfg: DictConfig, *, group: str, entity: Optional[str] = None, proj
     grouping = [run_config_key(k) for k in swept_keys(cfg) if k.split(".")[-1] not in AGGREGATED]
     training = [_line(f"train {m}", TRAIN_STEP, [f"train/{m}"]) for m in ("ce", "acc")]
     training += [_line(f"held-out {m}", TRAIN_STEP, [f"val/{v}/{m}" for v in vals]) for m in ("ce", "acc") if vals]
+    if vals and (cfg.get("run") or {}).get("drift_from_base"):  # drift from the base (ifdistill.train.drift)
+        training += [_line(f"drift {m}", TRAIN_STEP, [f"val/{v}/{m}" for v in vals]) for m in ("kl_base_model", "kl_model_base")]
     sections = [_benchmark_section(b, of[b], metrics[b]) for b in bms]
     headed = [b for b in bms if metrics[b]]
     if headed and vals:

@@ -4,7 +4,8 @@ Three subcommands (``runs`` is the default, so ``ifdistill-report DIR...`` works
 
     ifdistill-report [runs] DIR... [--baseline NAME_OR_DIR] [--base-model RESULTS_DIR] [-o OUT_DIR]
                      [--columns SPEC...] [--compare ROW:REF] [--noise-se K] [--gain-column LABEL]
-                     [--checkpoint final|best] [--tfa-key KEY] [--tfce-key KEY] [--wandb]
+                     [--checkpoint final|best] [--tfa-key KEY] [--tfce-key KEY] [--tradeoff-checkpoints]
+                     [--wandb]
     ifdistill-report icl-gap ZERO_SHOT_RESULTS_DIR K_SHOT_RESULTS_DIR [-o OUT_DIR]
     ifdistill-report lora-check BASE_MODEL_DIR ADAPTER_DIR [--merged DIR] [--prompts JSONL] [--limit N]
 
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ifdistill.results import runs as runs_mod
+from ifdistill.results.forgetting import build_forgetting, write_forgetting
 from ifdistill.results.page import PageOptions, build_page, parse_column
 from ifdistill.results.report import ReportOptions, build_report, json_safe
 
@@ -51,7 +53,7 @@ def _base_dirs(base_model: str | Path | None) -> list[Path]:
 def write_report(inputs: Sequence[str | Path], out_dir: str | Path, *, base_model: str | Path | None = None,
                  options: ReportOptions | None = None, wandb: bool = False,
                  wandb_kwargs: dict[str, Any] | None = None, benchmark: str | None = None,
-                 page_options: PageOptions | None = None) -> dict[str, Any]:
+                 page_options: PageOptions | None = None, tradeoff_checkpoints: bool = False) -> dict[str, Any]:
     """Load the runs under ``inputs``, build the report and write every output into ``out_dir``.
 
     ``out_dir`` is created only once the inputs have loaded and the report is built, so a wrong
@@ -61,7 +63,8 @@ def write_report(inputs: Sequence[str | Path], out_dir: str | Path, *, base_mode
     instead of their ``eval`` section. ``base_model``: the base model's evaluator output directory, or a
     folder of them (one per benchmark) for the results page. The results page
     (:mod:`ifdistill.results.page`) is report.md's first section, adds its columns to report.csv and is
-    report.html.
+    report.html. ``tradeoff_checkpoints``: a trade-off point per checkpoint, not per run
+    (:mod:`ifdistill.results.forgetting`, the page's "Learning and forgetting" section).
 
     Returns ``{"report": <the dict>, "files": [written paths], "wandb": <run info or None>}``.
     """
@@ -91,14 +94,19 @@ def write_report(inputs: Sequence[str | Path], out_dir: str | Path, *, base_mode
     out.mkdir(parents=True, exist_ok=True)
     files = plots.write_plots(report, out)
     images = list(files)
-    first = page_render.render_markdown(page, {p.name for p in files}) if page else []
+    forgetting_md, forgetting_html = [], ""
+    if page:  # -- learning and forgetting (ifdistill.results.forgetting): its own figures and section --
+        report["forgetting"] = build_forgetting(page, loaded, base_dirs, per_checkpoint=tradeoff_checkpoints)
+        pngs, forgetting_md, forgetting_html = write_forgetting(report["forgetting"], out)
+        files += pngs
+    first = page_render.render_markdown(page, {p.name for p in files}) + forgetting_md if page else []
     # the first evaluated row's benchmark (build_report refused a report without one)
     title = "Results" if page else f"{benchmark_named(report['columns'][0]['benchmark']).display} report"
     (out / "report.md").write_text(tables.render_markdown(report, images={p.name for p in files}, first=first,
                                                           title=title))
     files += [out / "report.md", *tables.write_csvs(report, out, extra=page_render.csv_columns(page) if page else None)]
     if page:
-        (out / "report.html").write_text(page_render.render_html(page, "Results", images))
+        (out / "report.html").write_text(page_render.render_html(page, "Results", images, [forgetting_html]))
         files.append(out / "report.html")
     (out / "metrics.json").write_text(json.dumps(json_safe(report), indent=2, sort_keys=False) + "\n")
     files.append(out / "metrics.json")
@@ -145,6 +153,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--noise-se", type=float, default=2.0,
                    help="a delta under this many standard errors is flat (deltas, verdicts, reproducibility)")
     p.add_argument("--gain-column", help="the verdict's gain column (label; default the first IFEval column)")
+    p.add_argument("--tradeoff-checkpoints", action="store_true",
+                   help="the trade-off figure: a point per evaluated checkpoint (default: per run, its final one)")
     p.add_argument("--compare", action="append", metavar="ROW:REFERENCE",
                    help="a deltas row of the results page (repeatable; default: every row against the first)")
     _add_bootstrap_args(p)
@@ -189,7 +199,8 @@ def _cmd_runs(args) -> int:
     out_dir = Path(args.out_dir or Path("outputs/report") / time.strftime("%Y-%m-%d_%H-%M-%S"))
     result = write_report(args.inputs, out_dir, base_model=args.base_model, options=options,
                           wandb=args.wandb, wandb_kwargs={"project": args.wandb_project, "mode": args.wandb_mode},
-                          benchmark=args.benchmark, page_options=page_options)
+                          benchmark=args.benchmark, page_options=page_options,
+                          tradeoff_checkpoints=args.tradeoff_checkpoints)
     report = result["report"]
     for note in report["warnings"]:
         print(f"ifdistill-report: warning: {note}", file=sys.stderr)

@@ -257,6 +257,19 @@ def _sweep_curves(rows: Sequence[PageRow], columns: Sequence[Column], labels: di
     return out
 
 
+# -- read by the forgetting analyses (ifdistill.results.tradeoff, format_task): the page's own rules --
+Samples, column_delta, verdict = _Samples, _delta, _verdict
+
+
+def page_rows(runs: Sequence[Run], base: Sequence[Path] | None) -> list[PageRow]:
+    """The base row (one evaluation per directory of ``base``), then a row per run."""
+    rows = []
+    if base:
+        evals = {f"eval{i}" if i else "eval": [read_evaluation("eval", None, {}, Path(p))] for i, p in enumerate(base)}
+        rows.append(PageRow("base", "base", None, evals))
+    return rows + [PageRow(r.name, r.kind, r, evaluations_of(r)) for r in runs]
+
+
 def build_page(runs: Sequence[Run], base: Sequence[Path] | None = None, options: PageOptions | None = None,
                reruns: Sequence[Run] = (), labels: dict[str, str] | None = None) -> dict[str, Any] | None:
     """The page from loaded runs; ``base``: the base model's evaluator output directories (one per
@@ -265,11 +278,7 @@ def build_page(runs: Sequence[Run], base: Sequence[Path] | None = None, options:
     (e.g. an IFBench-only report without ``--columns``)."""
     options = options or PageOptions()
     notes: list[str] = []
-    rows = []
-    if base:
-        evals = {f"eval{i}" if i else "eval": [read_evaluation("eval", None, {}, Path(p))] for i, p in enumerate(base)}
-        rows.append(PageRow("base", "base", None, evals))
-    rows += [PageRow(r.name, r.kind, r, evaluations_of(r)) for r in runs]
+    rows = page_rows(runs, base)
     if options.columns is None:
         defaults = default_columns()
         columns = [c for c in defaults if any(_cell(r, c) for r in rows)]

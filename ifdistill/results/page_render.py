@@ -116,8 +116,9 @@ STYLE = ("body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;
          "img{max-width:100%}")
 
 
-def render_html(page: dict, title: str, images: Sequence[Path] = ()) -> str:
-    """report.html: the page's tables and ``images`` (PNG files) inline; nothing loaded from elsewhere."""
+def render_html(page: dict, title: str, images: Sequence[Path] = (), sections: Sequence[str] = ()) -> str:
+    """report.html: the page's tables, ``images`` (PNG files) inline and ``sections`` (HTML made by other
+    analyses, e.g. :mod:`ifdistill.results.forgetting`) at the end; nothing loaded from elsewhere."""
     parts = [f"<h1>{html.escape(title)}</h1>", f"<p>{html.escape(_legend(page))}</p>",
              "<h2>Results</h2>", _html_table(*results_table(page))]
     if page["deltas"]:
@@ -128,5 +129,6 @@ def render_html(page: dict, title: str, images: Sequence[Path] = ()) -> str:
         data = base64.b64encode(Path(png).read_bytes()).decode("ascii")
         parts.append(f'<figure><img alt="{html.escape(Path(png).stem)}" src="data:image/png;base64,{data}">'
                      f"<figcaption>{html.escape(Path(png).stem)}</figcaption></figure>")
+    parts += list(sections)
     return (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>\n")

@@ -175,6 +175,7 @@ class ICLDistillModule(SFTModule):
             from ifdistill.train.teacher_pass_runner import run_first_pass
 
             self.teacher_pass_stats = run_first_pass(self, self.trainer)
+        super().on_train_start()  # then the step-0 validation, as for SFT
 
     def on_train_end(self) -> None:
         if self.teacher_cache is not None:

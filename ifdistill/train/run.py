@@ -156,7 +156,8 @@ def build_module(cfg: DictConfig, *, val_names: list[str], on_gpu: bool):
                        val_names=val_names, dtype=dtype,
                        gradient_checkpointing=bool(cfg.get("gradient_checkpointing", False)),
                        logit_chunk_size=cfg.get("logit_chunk_size"),
-                       validate_at_start=bool(cfg.run.validate_at_start))
+                       validate_at_start=bool(cfg.run.validate_at_start),
+                       drift_from_base=bool(cfg.run.drift_from_base))
 
 
 def resolve_data(cfg: DictConfig):

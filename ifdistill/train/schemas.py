@@ -21,6 +21,7 @@ class RunSchema:
     resume: str = "auto"  # auto | never | required
     eval_every_n_steps: int = 50
     validate_at_start: bool = True
+    drift_from_base: bool = True  # held-out KL to the base model at each validation (ifdistill.train.drift)
     checkpoint_every_n_steps: int = 200
     keep_last_checkpoints: int = 3
     hash_ignore: Optional[list[str]] = None  # null: ifdistill.rundir.HASH_IGNORE

@@ -35,6 +35,7 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 
+from ifdistill.train import drift
 from ifdistill.train.chunked_head import (ChunkObjective, Head, call_as_forward, chunked_head_objective, chunked_sums,
                                           head_tensors, unchunkable)
 from ifdistill.train.losses import ce_kd_with_stats, supervised_positions, token_stats
@@ -85,13 +86,14 @@ class SFTModule(MethodHooks, pl.LightningModule):
         attn_implementation: overrides ``model.attn_implementation`` (:mod:`ifdistill.train.packed_attention`).
         logit_chunk_size: apply the LM head, the objective and the held-out sums to this many supervised
             positions at a time (:mod:`ifdistill.train.chunked_head`); ``None``: all at once.
+        drift_from_base: also log the held-out KL to the base model (:mod:`ifdistill.train.drift`).
     """
 
     def __init__(self, model: Mapping[str, Any], peft: Optional[Mapping[str, Any]] = None,
                  optim: Optional[Mapping[str, Any]] = None, *, seed: int = 42, val_names: Sequence[str] = ("heldout",),
                  dtype: Optional[str] = None, gradient_checkpointing: bool = False,
                  attn_implementation: Optional[str] = None, validate_at_start: bool = False,
-                 logit_chunk_size: Optional[int] = None):
+                 logit_chunk_size: Optional[int] = None, drift_from_base: bool = False):
         super().__init__()
         self.save_hyperparameters()
         self.optim_cfg = dict(optim or {})
@@ -99,7 +101,10 @@ class SFTModule(MethodHooks, pl.LightningModule):
                                           attn_implementation=attn_implementation))
         self.val_names = list(val_names)
         self.train_sums = TokenSums(self._train_keys())
-        self.val_sums = {name: TokenSums(STAT_KEYS) for name in self.val_names}
+        # -- drift from the base (ifdistill.train.drift): its sums, its reference from setup() --
+        self.drift: Optional[drift.BaseReference] = None
+        val_keys = STAT_KEYS + (drift.DRIFT_KEYS if drift_from_base else ())
+        self.val_sums = {name: TokenSums(val_keys) for name in self.val_names}
         self._fsdp_applied = False
         self._last_log: Optional[tuple[float, int]] = None
         self.logit_chunk_size = int(logit_chunk_size) if logit_chunk_size else None
@@ -134,6 +139,11 @@ class SFTModule(MethodHooks, pl.LightningModule):
             fully_shard(layer, mesh=mesh, mp_policy=mp)
         fully_shard(self.lm, mesh=mesh, mp_policy=mp)
         self._fsdp_applied = True
+
+    def setup(self, stage: str) -> None:
+        """The drift's base, before Lightning restores a checkpoint (:mod:`ifdistill.train.drift`)."""
+        if self.hparams.get("drift_from_base") and self.drift is None:
+            self.drift = drift.BaseReference.of(self)
 
     # -- distributed helpers ----------------------------------------------------------------------
     def _sum_over_ranks(self, t: torch.Tensor) -> torch.Tensor:
@@ -294,7 +304,7 @@ class SFTModule(MethodHooks, pl.LightningModule):
         values: dict[str, float] = {}
         for name in self.val_names:
             sums = self.val_sums[name].reduce(self._sum_over_ranks, device=self.device)
-            values.update({f"val/{name}/{k}": v for k, v in token_metrics(sums).items()})
+            values.update({f"val/{name}/{k}": v for k, v in drift.held_out_metrics(sums).items()})
         if self.trainer.is_global_zero:
             for logger in self.loggers:
                 logger.log_metrics(values, step=0)
@@ -337,14 +347,17 @@ class SFTModule(MethodHooks, pl.LightningModule):
     def validation_step(self, batch: Mapping[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
         """Held-out sums, the LM head applied ``logit_chunk_size`` positions at a time as in training."""
         rows, cols, targets = self.supervised(batch)
-        sums = self.student(batch, rows, cols, lambda hidden, head: chunked_sums(
-            hidden, head, targets, token_stats, chunk_size=self.logit_chunk_size))
+        if self.drift is not None:  # the same sums and the drift from the base, in one pass over the head
+            sums = self.drift.validation_sums(self, batch, rows, cols, targets, self.logit_chunk_size)
+        else:
+            sums = self.student(batch, rows, cols, lambda hidden, head: chunked_sums(
+                hidden, head, targets, token_stats, chunk_size=self.logit_chunk_size))
         self.val_sums[self.val_names[dataloader_idx]].add(sums)
 
     def on_validation_epoch_end(self) -> None:
         for name in self.val_names:
             sums = self.val_sums[name].reduce(self._sum_over_ranks, device=self.device)
-            values = {f"val/{name}/{k}": v for k, v in token_metrics(sums).items()}
+            values = {f"val/{name}/{k}": v for k, v in drift.held_out_metrics(sums).items()}
             self.log_dict(values, on_step=False, on_epoch=True, sync_dist=False)
 
     # -- optimisation -----------------------------------------------------------------------------

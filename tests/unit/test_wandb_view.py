@@ -65,7 +65,9 @@ def test_training_section_plots_train_and_each_held_out_set(spec, cfg):
     ys = {y for p in panels for y in p["y"]}
     held = [cfg.data.sources[0].name, *[r.name for r in cfg.data.replay]]  # the preset's data: new + replay
     assert held == ["ifeval_like", "smol_constraints"]
-    assert ys == {"train/ce", "train/acc", *(f"val/{n}/{m}" for n in held for m in ("ce", "acc"))}
+    # held-out ce and acc, and the drift from the base (run.drift_from_base, on by default)
+    assert ys == {"train/ce", "train/acc",
+                  *(f"val/{n}/{m}" for n in held for m in ("ce", "acc", "kl_base_model", "kl_model_base"))}
     assert {p["x"] for p in panels} == {"trainer/global_step"}
 
 

@@ -20,6 +20,7 @@ class IFBench(InstructionBenchmark):
     local_config = "ifbench_local"
     local_data = "ifbench/IFBench_test_v2.jsonl"
     id_registry = ("ifdistill.ifbench.registry", "IFBENCH_REGISTRY")
+    format_prefixes = ("format", "repeat")  # layout and copying; count/ratio/words/sentence/custom: content
 
 
 register(IFBench())

@@ -105,6 +105,10 @@ class InstructionBenchmark(Benchmark):
     type_label = "instruction type"
     #: Where the instruction ids of this benchmark are registered (module, attribute).
     id_registry = ("ifdistill.ifeval.registry", "INSTRUCTION_REGISTRY")
+    #: Id prefixes (before ``:``) of the instructions about the output's *form* (layout, case, punctuation,
+    #: start/end, combination); every other instruction is about its *content* (keywords, language,
+    #: length, placeholders/postscript). Read by the format-vs-task analysis (ifdistill.results.format_task).
+    format_prefixes = ("detectable_format", "change_case", "punctuation", "startend", "combination")
 
     def prepare(self, settings: Any, run: Any, model_cfg: dict[str, Any], source: Any, *, t0: float) -> EvalPlan:
         return rows_plan(settings, run, model_cfg, source, t0=t0, check_row=check_row, scorer_version=scorer_version)

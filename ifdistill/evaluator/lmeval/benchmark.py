@@ -35,6 +35,12 @@ class LMEval(Benchmark):
     page_columns = (("GSM8K strict", "gsm8k/exact_match/strict-match"), ("MMLU", "mmlu/acc"),
                     ("TruthfulQA mc2", "truthfulqa_mc2/acc"), ("CommonsenseQA", "commonsense_qa/acc"))
 
+    #: What a regex filter keeps when it extracts no answer (lm-eval's ``RegexFilter`` fallback), and the part
+    #: of a filter's name that marks the strict one (gsm8k's ``strict-match`` beside ``flexible-extract``):
+    #: the format-vs-task analysis (ifdistill.results.format_task) reads the strict filter's parse rate.
+    unparsed = "[invalid]"
+    strict_filter_marker = "strict"
+
     def claims(self, metric: str) -> bool:
         return "/" in metric  # <task>/<metric>[/<filter>]
 

@@ -1,7 +1,8 @@
 """The results page of a real tiny sweep: ``ifdistill-train -m`` over 2 replay ratios x SFT/distill x
-2 seeds (4 steps each, one checkpoint), every checkpoint evaluated by the checkpoint callback on IFEval
-(8 synthetic prompts) and one lm-eval task (CommonsenseQA's definition on 8 local documents), both on
-the HF backend and served by one persistent evaluator per run; the untrained tiny model evaluated the
+2 seeds (4 steps each, checkpoints at steps 2 and 4, held-out validation with the drift from the base
+at steps 0, 2 and 4), every checkpoint evaluated by the checkpoint callback on IFEval (8 synthetic
+prompts) and two lm-eval tasks (CommonsenseQA's and GSM8K's definitions -- the latter generative, with a strict
+and a lenient filter -- on 8 local documents each), both on the HF backend and served by one persistent evaluator per run; the untrained tiny model evaluated the
 same way by ``ifdistill-eval`` as the base row. ``ifdistill-report`` renders the page, and headless
 chromium reads report.html's tables back.
 
@@ -11,13 +12,16 @@ with the base evaluations beside them; the runs land in one ``train/runs`` and a
 swept value of the preset, seed included.
 
 After 4 steps the numbers are near chance: the test checks that the page is whole (a row per run, no
-gap, a delta and a verdict per run) and that every cell is the one its run's results.json holds.
+gap, a delta and a verdict per run) and that every cell is the one its run's results.json holds; the
+learning-and-forgetting section (ifdistill.results.forgetting) has its figures, their captions and
+the reversal table in report.html, and each run's drift is 0 at step 0 and grows as it trains.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -31,13 +35,14 @@ from tests.unit.results.page_tables import chromium_dom, html_tables, md_table
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[3]
-STEPS = 4
+STEPS, EVERY = 4, 2
 SEEDS = (1, 2)
 N_IFEVAL, N_DOCS = 8, 8
-LM_TASK = "commonsense_qa_local"
+LM_TASK, GEN_TASK = "commonsense_qa_local", "gsm8k_local"
 COLUMNS = {"IFEval prompt strict": ("ifeval", "prompt_level_strict_acc"),
            "IFEval inst strict": ("ifeval", "inst_level_strict_acc"),
-           "CommonsenseQA": ("lmeval", f"{LM_TASK}/acc")}
+           "CommonsenseQA": ("lmeval", f"{LM_TASK}/acc"),
+           "GSM8K strict": ("lmeval", f"{GEN_TASK}/exact_match/strict-match")}
 EXTRA = "callbacks.checkpoint_eval.evals.lmeval"
 
 
@@ -51,7 +56,7 @@ def _ifeval(prefix: str = "eval") -> list[str]:
 
 
 def _lmeval(prefix: str, tasks: Path) -> list[str]:
-    return [f"{prefix}.lmeval.tasks=[{LM_TASK}]", f"{prefix}.lmeval.include_path=[{tasks}]",
+    return [f"{prefix}.lmeval.tasks=[{LM_TASK},{GEN_TASK}]", f"{prefix}.lmeval.include_path=[{tasks}]",
             f"{prefix}.lmeval.limit={N_DOCS}", *_eval_args(prefix)]
 
 
@@ -119,9 +124,9 @@ def _sweep_argv(out: Path, tasks: Path, seed: int) -> list[str]:
           "peft=lora", "peft.r=4", "peft.dropout=0.0",
           "+data.sources.0.max_examples=32", "+data.replay.0.max_examples=32", "data.heldout=4",
           "data.max_length=384", "datamodule.micro_batch_size=2", f"trainer.max_steps={STEPS}",
-          "optim.lr=1e-3", "optim.schedule=constant", "run.eval_every_n_steps=1000",
-          f"run.checkpoint_every_n_steps={STEPS}",
-          "callbacks=checkpoint_eval", "eval=synthetic", f"callbacks.checkpoint_eval.every_n_steps={STEPS}",
+          "optim.lr=1e-3", "optim.schedule=constant", f"run.eval_every_n_steps={EVERY}",
+          f"run.checkpoint_every_n_steps={EVERY}",
+          "callbacks=checkpoint_eval", "eval=synthetic", f"callbacks.checkpoint_eval.every_n_steps={EVERY}",
           "callbacks.checkpoint_eval.engine=persistent",  # one evaluator process per run serves both benchmarks
           *_ifeval(), f"+eval@{EXTRA}=lmeval", *_lmeval(EXTRA, tasks),
           f"paths.output_root={out}", f"hydra.sweep.dir={out}/sweep-seed{seed}"]
@@ -163,3 +168,58 @@ def test_the_page_of_a_real_sweep_has_every_run_and_benchmark(sweep):
     dom = chromium_dom(sweep / "report" / "report.html", sweep / "profile")
     tables = html_tables(dom)
     assert tables[0] == table and tables[1] == deltas
+
+
+def _drift(run_dir: Path) -> dict[int, float]:
+    """KL(base || model) on the new data's held-out set by step: the checkpoints' from metrics.json, step 0's
+    (validated before training, logged only to the loggers) from the CSV logger's file."""
+    import csv
+
+    from omegaconf import OmegaConf
+
+    key = f"val/{OmegaConf.load(run_dir / 'config.yaml').data.sources[0].name}/kl_base_model"
+    out = {int(s): v[key] for s, v in json.loads((run_dir / "metrics.json").read_text())["train"].items() if key in v}
+    with next((run_dir / "logs" / "csv").glob("version_*/metrics.csv")).open() as f:
+        out.update({0: float(r[key]) for r in csv.DictReader(f) if r["step"] == "0" and r.get(key)})
+    return out
+
+
+def test_the_forgetting_section_draws_the_tradeoff_and_names_reversals_and_drift_grows(sweep):
+    """report.html as chromium builds it: the learning-and-forgetting section with a trade-off point per
+    run, the trade-off and format-vs-task figures with their captions, and the reversal table (or its
+    "none" line) matching the report's metrics.json; every run's drift is 0 at step 0 and grows."""
+    report = json.loads((sweep / "report" / "metrics.json").read_text())
+    forgetting = report["forgetting"]
+    runs = {p.name: p for p in (sweep / "train" / "runs").iterdir() if (p / "run.json").is_file()}
+    points = forgetting["tradeoff"]["points"]
+    assert {p["run"] for p in points} == set(runs) and all(p["step"] == STEPS for p in points)
+    assert len({p["method"] for p in points}) == 2 and sorted({p["replay_ratio"] for p in points}) == [0, 0.5]
+    assert all(p["drift"] is not None and p["drift"] > 0 for p in points)
+    gen = f"{GEN_TASK}: strict-match parse rate vs accuracy"
+    for name in runs:  # base at step 0 and both checkpoints, on IFEval's categories and GSM8K's filters
+        series = forgetting["format_task"]["runs"][name]
+        for curve in (series["IFEval: format vs content instructions"], series[gen]):
+            assert [p["step"] for p in curve["points"]] == [0, EVERY, STEPS]
+
+    dom = chromium_dom(sweep / "report" / "report.html", sweep / "profile-forgetting")
+    section = dom.split("<h2>Learning and forgetting</h2>", 1)[1]
+    captions = re.findall(r"<figcaption>(.*?)</figcaption>", section, re.S)
+    assert [c.split(":")[0] for c in captions] == ["Trade-off", "Format vs task over steps"], captions
+    assert "colour = method, marker = replay ratio" in captions[0] and "drift from the base on x" in captions[0]
+    tables = html_tables(section)
+    assert {r[0] for r in tables[0][1:]} == set(runs)  # the trade-off table: a row per run
+    reversals = forgetting["reversal"]["reversals"]
+    if reversals:
+        assert tables[1][1:] == [[r["column"], str(r["step"]), r["ahead_at_step"], *r_cells(r)] for r in reversals]
+    else:
+        assert "No pair of runs reverses." in section
+
+    for name, run_dir in runs.items():
+        drift = _drift(run_dir)
+        assert sorted(drift) == [0, EVERY, STEPS], (name, drift)
+        assert drift[0] == 0.0 and 0.0 < drift[EVERY] < drift[STEPS], (name, drift)
+
+
+def r_cells(r: dict) -> list[str]:
+    return [f"{100 * r['delta_at_step']:+.2f} ± {100 * r['se_at_step']:.2f}", r["ahead_at_final"],
+            f"{100 * r['delta_at_final']:+.2f} ± {100 * r['se_at_final']:.2f}"]

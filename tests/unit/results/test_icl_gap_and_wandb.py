@@ -73,6 +73,6 @@ def test_wandb_upload_offline_has_tables_and_images(tmp_path, monkeypatch):
     header, rows = page_render.results_table(out["report"]["page"])  # the results page, cell for cell
     page = load_table(run, logged["report/page"])
     assert page["columns"] == header and page["data"] == rows and page["data"][0][0] == "base"
-    for stem in ("ifeval_vs_step", "tf_vs_ifeval", "per_type_heatmap"):
+    for stem in ("ifeval_vs_step", "tf_vs_ifeval", "per_type_heatmap", "tradeoff", "format_vs_task"):
         assert logged[f"report/{stem}"]["_type"] == "image-file"
     assert run["summary"]["baseline"] == "base"
