@@ -312,7 +312,7 @@ def _measure_sft(model_dir: Path, device: str, *, peft: Mapping[str, Any], dtype
 
     from ifdistill.data.build import build_train_dataset
     from ifdistill.train.modeling import base_causal_lm
-    from ifdistill.train.sft_module import SFTModule
+    from ifdistill.methods.sft.module import SFTModule
 
     model = model_cfg(model_dir, dtype)
     tok = AutoTokenizer.from_pretrained(model_dir)
@@ -351,8 +351,8 @@ def measure_distill_ratio(model_dir: Path, device: str, *, dtype: str, precision
     import torch
 
     from ifdistill.train.datamodule import TrainDataModule
-    from ifdistill.train.distill_module import ICLDistillModule
-    from ifdistill.train.sft_module import SFTModule
+    from ifdistill.methods.distill.module import ICLDistillModule
+    from ifdistill.methods.sft.module import SFTModule
 
     model = model_cfg(model_dir, dtype)
     n = micro_batch * (warmup + steps) + 2 * k  # the demonstrations come from the examples outside the batch

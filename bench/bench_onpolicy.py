@@ -69,8 +69,8 @@ def step(module, batch) -> float:
 
 def main() -> None:
     from ifdistill.methods.onpolicy_distill.module import OnPolicyDistillModule
-    from ifdistill.train.distill_module import ICLDistillModule
-    from ifdistill.train.sft_module import SFTModule
+    from ifdistill.methods.distill.module import ICLDistillModule
+    from ifdistill.methods.sft.module import SFTModule
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)

@@ -12,7 +12,7 @@ uniformly over 151,936 tokens, so every top-k would hold ~k/V of it. The script 
 tiny_qwen3 with SFT on the synthetic data (``--train-steps``, full fine-tuning, AdamW) and saves it; that
 trained model is then both the frozen teacher (reading 2 per-example demonstrations) and the student's
 starting point (reading none), as in ``method.teacher=frozen_initial``. The cached side runs the real
-path: the teacher pass into a :class:`~ifdistill.train.teacher_cache.TeacherCache` (float16
+path: the teacher pass into a :class:`~ifdistill.methods.distill.teacher_cache.TeacherCache` (float16
 log-probabilities, uint32 ids), then ``method.teacher_source=cache``.
 
     python bench/bench_teacher_cache.py [--train-steps 40] [--batches 4]
@@ -46,7 +46,7 @@ def train_teacher(out: Path, steps: int, n: int) -> tuple[str, float, float]:
     next-token distribution on the supervised tokens before and after."""
     from ifdistill.models import resolve_model_path
     from ifdistill.train.datamodule import TrainDataModule
-    from ifdistill.train.sft_module import SFTModule
+    from ifdistill.methods.sft.module import SFTModule
 
     model = {"name_or_path": "builtin:tiny_qwen3"}
     dm = TrainDataModule(data_cfg(resolve_model_path(model["name_or_path"]), n, None), model, micro_batch_size=MBS)
@@ -76,8 +76,8 @@ def _grad_vector(module) -> torch.Tensor:
 
 def compare(model_dir: str, ks: list[int], n: int, batches: int) -> list[dict]:
     from ifdistill.train.datamodule import TrainDataModule
-    from ifdistill.train.distill_module import ICLDistillModule
-    from ifdistill.train.teacher_pass import batch_views, run_teacher_pass
+    from ifdistill.methods.distill.module import ICLDistillModule
+    from ifdistill.methods.distill.teacher_pass import batch_views, run_teacher_pass
 
     model = {"name_or_path": model_dir}
     dm = TrainDataModule(data_cfg(model_dir, n, 2), model, micro_batch_size=MBS)

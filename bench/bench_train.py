@@ -77,7 +77,7 @@ def worker_ifdistill(steps: int, warmup: int, n: int, packing: bool) -> dict:
     import torch
 
     from ifdistill.train.datamodule import TrainDataModule
-    from ifdistill.train.sft_module import SFTModule
+    from ifdistill.methods.sft.module import SFTModule
 
     pl.seed_everything(0, verbose=False)
     model = {"name_or_path": "builtin:tiny"}
@@ -125,7 +125,7 @@ def worker_sft_vs_trl(steps: int, warmup: int, n: int) -> dict:
     from ifdistill.data.collate import PackCollator, PadCollator
     from ifdistill.models import resolve_model_path
     from ifdistill.train.datamodule import TrainDataModule
-    from ifdistill.train.sft_module import SFTModule
+    from ifdistill.methods.sft.module import SFTModule
 
     model_cfg = {"name_or_path": "builtin:tiny"}
     dm = TrainDataModule(data_cfg(n), model_cfg, micro_batch_size=MBS)
@@ -209,8 +209,8 @@ def worker_distill(steps: int, warmup: int, n: int) -> dict:
     import torch
 
     from ifdistill.train.datamodule import TrainDataModule
-    from ifdistill.train.distill_module import ICLDistillModule
-    from ifdistill.train.sft_module import SFTModule
+    from ifdistill.methods.distill.module import ICLDistillModule
+    from ifdistill.methods.sft.module import SFTModule
 
     model, peft = {"name_or_path": "builtin:tiny"}, {"method": "lora", "r": R, "alpha": ALPHA, "target_modules": TARGETS}
     variants = {"sft": (None, "per_example"), "distill_k0": (0, "per_example"), "distill_k2": (2, "per_example"),
@@ -289,8 +289,8 @@ def fill_cache(module, batches: list) -> dict:
     its own cache) and time the online teacher on the same batches: teacher tokens/s of each."""
     import torch
 
-    from ifdistill.train.teacher_cache import TeacherCache
-    from ifdistill.train.teacher_pass import batch_views, run_teacher_pass
+    from ifdistill.methods.distill.teacher_cache import TeacherCache
+    from ifdistill.methods.distill.teacher_pass import batch_views, run_teacher_pass
 
     views = list({v.key: v for b in batches for v in batch_views(b)}.values())
     tokens = sum(len(v.ids) for v in views)

@@ -19,7 +19,7 @@ evaluation pick demonstrations by one rule):
 So the choice is deterministic, differs between examples, depends on nothing but the example, the pool
 and the seed (training's pool is every new training example, taken before ``data.total``'s subset, so a
 sweep over replay ratios and order seeds gives an example the same demonstrations: what lets one teacher
-cache serve the sweep, :mod:`ifdistill.train.teacher_pass_runner`), never contains the example (by id
+cache serve the sweep, :mod:`ifdistill.methods.distill.teacher_pass_runner`), never contains the example (by id
 *or* by identical prompt), and costs O(k) per example after an O(n log n) set-up (:class:`DemoSelector`
 keeps that set-up for a whole dataset).
 
@@ -29,7 +29,7 @@ targets), and so is the student, so that both supervise exactly the final answer
 
 The teacher's view (:func:`teacher_view`) is built in one place, whichever demonstration scheme
 chooses the demonstrations (``per_example``: :mod:`ifdistill.data.build`, a set per example;
-``shared``: :mod:`ifdistill.train.shared_demos`, a set per micro-batch). The rules that make a view --
+``shared``: :mod:`ifdistill.methods.distill.shared_demos`, a set per micro-batch). The rules that make a view --
 the replay rule (replay examples read no demonstrations unless ``icl_on_replay``), the thinking flag,
 dropping the first demonstration while the teacher conversation exceeds ``teacher_max_length``, and
 the alignment of the teacher's completion with the (possibly left-cut) training item -- live there

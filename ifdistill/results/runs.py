@@ -127,8 +127,9 @@ class Run:
 
 
 def method_of(config: Mapping[str, Any]) -> str | None:
-    """``method.name``, else the module of ``method._target_`` without ``_module``
-    (``ifdistill.train.sft_module.SFTModule`` -> ``sft``)."""
+    """``method.name``, else the method's folder in ``method._target_``
+    (``ifdistill.methods.sft.module.SFTModule`` -> ``sft``), or for runs configured before methods had
+    folders the module without ``_module`` (``ifdistill.train.sft_module.SFTModule`` -> ``sft``)."""
     section = config.get("method")
     if not isinstance(section, Mapping):
         return section if isinstance(section, str) else None
@@ -136,6 +137,8 @@ def method_of(config: Mapping[str, Any]) -> str | None:
         return str(section["name"])
     target = str(section.get("_target_") or "")
     parts = target.split(".")
+    if len(parts) >= 3 and parts[-2] == "module":
+        return parts[-3]
     return parts[-2].removesuffix("_module") if len(parts) >= 2 else None
 
 

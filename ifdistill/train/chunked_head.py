@@ -210,7 +210,7 @@ def chunked_head_objective(hidden: torch.Tensor, head: Head, targets: torch.Tens
     respect to ``hidden`` and every tensor of ``head``) up to float32 summation order; never holds more
     than one chunk's ``(chunk_size, V)`` logits. ``teacher_hidden`` goes through ``teacher_head``
     (default: the student's head) under ``no_grad``; a teacher that is not a tensor (a cached teacher,
-    :class:`~ifdistill.train.teacher_cache.CachedTargets`) is only sliced by chunk. A LoRA head's dropout is applied to all N rows at
+    :class:`~ifdistill.methods.distill.teacher_cache.CachedTargets`) is only sliced by chunk. A LoRA head's dropout is applied to all N rows at
     once, before chunking, so it draws the same random numbers as the unchunked module.
     """
     if chunk_size < 1:

@@ -179,7 +179,7 @@ class TrainDataModule(pl.LightningDataModule):
             section with the model's ``enable_thinking`` and, for distillation, the ICL settings
             (``data.icl``: ``None`` for SFT batches; ``k = 0``: the teacher view *is* the student view;
             ``demos=per_example``: the data layer's views; ``demos=shared``:
-            :mod:`ifdistill.train.shared_demos`).
+            :mod:`ifdistill.methods.distill.shared_demos`).
         model: the ``model`` section (where the tokenizer is, its chat template).
         manifest_path: where rank 0 writes the data manifest.
     """
@@ -260,7 +260,7 @@ class TrainDataModule(pl.LightningDataModule):
 
     def shared_demo_collator(self):
         """The collator choosing one demonstration set per micro-batch from the new training data."""
-        from ifdistill.train.shared_demos import SharedDemoCollator
+        from ifdistill.methods.distill.shared_demos import SharedDemoCollator
 
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         return SharedDemoCollator(self.tokenizer, self.built.examples, self.built.demo_pool, self.data_cfg.icl,

@@ -14,7 +14,7 @@ class-level hooks of :class:`MethodHooks`, what only the method knows:
 - :meth:`~MethodHooks.run_alone`: work the method does instead of training when the config asks for
   it (the teacher pass alone, ``+teacher_pass.only=true``), or ``None`` to train.
 
-:class:`~ifdistill.train.sft_module.SFTModule` implements the defaults (SFT); a method subclasses it
+:class:`~ifdistill.methods.sft.module.SFTModule` implements the defaults (SFT); a method subclasses it
 and overrides only what differs -- the model of TRL's trainers, where GKD is SFT with its own loss and
 generation. The constructor's common arguments (model, peft, optim, seed, the held-out names, dtype,
 gradient checkpointing, logit chunking, validation at start) are SFTModule's; everything else in the

@@ -9,7 +9,7 @@ so that the embedding / final norm / LM head (a tied pair in small models) are g
 the root's parameters sharded.
 
 LoRA teachers: PEFT's ``disable_adapter()`` gives the frozen initial model from the same weights, so a
-LoRA run never holds a second copy (see :mod:`ifdistill.train.distill_module`).
+LoRA run never holds a second copy (see :mod:`ifdistill.methods.distill.module`).
 
 Precision under ``bf16-mixed`` (``torch.autocast``; ``model.dtype`` bfloat16 on GPU):
 

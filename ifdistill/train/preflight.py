@@ -38,7 +38,7 @@ SAMPLE_ROWS = 50  # rows of each local data file loaded (and so validated) befor
 # Top-level keys of conf/train.yaml and its groups; anything else is a typo (`+lr=1e-3`).
 TOP_LEVEL = frozenset({"task_name", "seed", "gradient_checkpointing", "logit_chunk_size", "optim", "datamodule", "run", "callbacks",
                        "paths", "model", "data", "method", "peft", "trainer", "logger", "eval", "hydra",
-                       "teacher_pass"})  # teacher_pass: ifdistill.train.teacher_pass_runner.teacher_pass_only
+                       "teacher_pass"})  # teacher_pass: ifdistill.methods.distill.teacher_pass_runner.teacher_pass_only
 # Sections built by Hydra's instantiate, checked against their _target_'s signature.
 TARGETS = ("trainer", "method", "logger")
 _HYDRA_KEYS = {"_target_", "_recursive_", "_convert_", "_partial_", "_args_"}

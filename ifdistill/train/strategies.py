@@ -4,7 +4,7 @@ Each returns Lightning's own strategy on GPUs. On CPU they pick what works there
 2.6.6, see ``../shared/notes/cpu-training-and-vllm.md``): gloo for DDP; the small
 :class:`~ifdistill.train.deepspeed_cpu.CPUDeepSpeedStrategy` for ZeRO-2/3; FSDP2 through
 ``ModelParallelStrategy`` (FSDP1 cannot run on CPU at all). The LightningModule shards itself for FSDP2
-in ``configure_model`` (:meth:`ifdistill.train.sft_module.SFTModule.configure_model`).
+in ``configure_model`` (:meth:`ifdistill.methods.sft.module.SFTModule.configure_model`).
 """
 
 from __future__ import annotations

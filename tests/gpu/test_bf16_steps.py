@@ -15,9 +15,9 @@ import torch
 
 from bench.bench_gpu import make_optimizer, mean_loss, place, train_step
 from ifdistill.data.collate import IclCollator, PadCollator
-from ifdistill.train.distill_module import ICLDistillModule
+from ifdistill.methods.distill.module import ICLDistillModule
 from ifdistill.train.modeling import base_causal_lm
-from ifdistill.train.sft_module import SFTModule
+from ifdistill.methods.sft.module import SFTModule
 from tests.gpu.tolerance import bf16_mean_loss_tolerance, bf16_relative_error
 from tests.unit.train.conftest import LORA, TINY, perturb_lora
 

@@ -30,7 +30,7 @@ import pytest
 import torch
 
 from ifdistill.train.checkpointing import consolidated_state_dict
-from ifdistill.train.sft_module import SFTModule
+from ifdistill.methods.sft.module import SFTModule
 from tests.gpu.conftest import two_gpus_or_skip
 from tests.integration.train.runs import COMMON, STEPS, csv_rows, lora_weights, max_abs_diff, run_dir
 

@@ -10,7 +10,7 @@ import torch
 from bench.bench_gpu import autocast
 from ifdistill.data.collate import PackCollator, PadCollator
 from ifdistill.train import packed_attention
-from ifdistill.train.sft_module import SFTModule
+from ifdistill.methods.sft.module import SFTModule
 from tests.gpu.tolerance import bf16_mean_loss_tolerance, bf16_relative_error
 from tests.unit.train.conftest import TINY
 

@@ -42,7 +42,7 @@ import torch
 from ifdistill.methods.onpolicy_distill.divergences import KINDS, token_divergence
 from ifdistill.methods.onpolicy_distill.monitoring import GEN_KEYS, SampleMonitor
 from ifdistill.methods.onpolicy_distill.sampling import HFSampler, Sample, SamplingSettings, prompts, with_samples
-from ifdistill.train.distill_module import ICLDistillModule
+from ifdistill.methods.distill.module import ICLDistillModule
 from ifdistill.train.losses import IGNORE_INDEX, ce_kd_with_stats, token_stats
 
 log = logging.getLogger(__name__)

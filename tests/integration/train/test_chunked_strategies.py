@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ifdistill.train.checkpointing import consolidated_state_dict
-from ifdistill.train.sft_module import UNCHUNKED_WARNING, SFTModule
+from ifdistill.methods.sft.module import UNCHUNKED_WARNING, SFTModule
 
 from tests.integration.train.runs import max_abs_diff
 from tests.support import sgd_weight_tolerance

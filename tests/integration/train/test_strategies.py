@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from ifdistill.train.checkpointing import consolidated_state_dict
-from ifdistill.train.sft_module import SFTModule
+from ifdistill.methods.sft.module import SFTModule
 
 from tests.integration.train.runs import LR, STEPS, csv_rows, lora_weights, max_abs_diff
 from tests.support import adam_weight_tolerance, sum_relative_error

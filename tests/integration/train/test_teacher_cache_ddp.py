@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ifdistill.train.teacher_cache import TeacherCache
+from ifdistill.methods.distill.teacher_cache import TeacherCache
 from tests.integration.train.runs import ROOT, env
 
 pytestmark = pytest.mark.slow

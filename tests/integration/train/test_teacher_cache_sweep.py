@@ -44,7 +44,7 @@ class RecordReads(pl.Callback):
         self.path, self.keys = Path(path), []
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        from ifdistill.train.teacher_pass import batch_views
+        from ifdistill.methods.distill.teacher_pass import batch_views
 
         self.keys += [v.key for v in batch_views(batch)]
 

@@ -20,13 +20,18 @@ import torch
 TINY = {"name_or_path": "builtin:tiny"}
 LORA = {"method": "lora", "r": 4, "alpha": 8, "dropout": 0.0}
 DATA = {"sources": [{"name": "syn", "synthetic": "train", "max_examples": 24}], "heldout": 0, "max_length": 384}
+# Where methods moved when they became folders (old name -> new name): the only change to their configs.
+MOVED = {"ifdistill.train.sft_module.SFTModule": "ifdistill.methods.sft.module.SFTModule",
+         "ifdistill.train.distill_module.ICLDistillModule": "ifdistill.methods.distill.module.ICLDistillModule",
+         "ifdistill.train.teacher_pass_runner.ensure_teacher_cache":
+             "ifdistill.methods.distill.teacher_pass_runner.ensure_teacher_cache"}
 # name -> (module class, constructor settings, ICL views: None for SFT batches)
 CASES = {
-    "sft": ("ifdistill.train.sft_module.SFTModule", {}, None),
-    "distill_forward": ("ifdistill.train.distill_module.ICLDistillModule", {"kd_ratio": 0.5}, 2),
-    "distill_reverse_chunked": ("ifdistill.train.distill_module.ICLDistillModule",
+    "sft": ("ifdistill.methods.sft.module.SFTModule", {}, None),
+    "distill_forward": ("ifdistill.methods.distill.module.ICLDistillModule", {"kd_ratio": 0.5}, 2),
+    "distill_reverse_chunked": ("ifdistill.methods.distill.module.ICLDistillModule",
                                 {"kd_ratio": 0.7, "kl": "reverse", "logit_chunk_size": 7}, 2),
-    "distill_cached": ("ifdistill.train.distill_module.ICLDistillModule",
+    "distill_cached": ("ifdistill.methods.distill.module.ICLDistillModule",
                        {"kd_ratio": 0.5, "teacher_source": "cache", "cache_k": 16}, 2),
 }
 
@@ -44,9 +49,22 @@ def _items(k):
     return build_train_dataset(data, tok).train.items[:4], tok.pad_token_id
 
 
-def run_case(name: str) -> dict:
-    from hydra.utils import get_class
+def _get(name: str):
+    """The object called ``name`` (a new name of :data:`MOVED`) in whichever version is imported. The old
+    name first: the new modules are importable from the old tree too (through this checkout's editable
+    install), the old ones only there."""
+    from importlib import import_module
 
+    for dotted in (*[old for old, new in MOVED.items() if new == name], name):
+        module, _, attr = dotted.rpartition(".")
+        try:
+            return getattr(import_module(module), attr)
+        except ModuleNotFoundError:
+            continue
+    raise ModuleNotFoundError(name)
+
+
+def run_case(name: str) -> dict:
     from ifdistill.data.collate import IclCollator, PadCollator
 
     target, settings, k = CASES[name]
@@ -57,16 +75,14 @@ def run_case(name: str) -> dict:
         batch = (PadCollator(pad) if k is None else IclCollator(pad))(items)
         torch.manual_seed(0)
         extra = {"cache_dir": tempfile.mkdtemp()} if settings.get("teacher_source") == "cache" else {}
-        module = get_class(target)(TINY, LORA, **settings, **extra)
+        module = _get(target)(TINY, LORA, **settings, **extra)
         g = torch.Generator().manual_seed(1)
         with torch.no_grad():
             for pname, p in module.lm.named_parameters():
                 if "lora_B" in pname:
                     p.copy_(torch.randn(p.shape, generator=g) * 0.05)
         if module.__dict__.get("teacher_cache") is not None:
-            from ifdistill.train.teacher_pass_runner import ensure_teacher_cache
-
-            ensure_teacher_cache(module, items)
+            _get("ifdistill.methods.distill.teacher_pass_runner.ensure_teacher_cache")(module, items)
         loss = module.training_step(batch, 0)
         loss.backward()
         grads = {n: p.grad.clone() for n, p in module.lm.named_parameters() if p.grad is not None}
@@ -82,8 +98,9 @@ HASHED = {"sft": [], "distill": ["method=distill"], "distill_cached": ["method=d
           "qwen3_ifeval_distill": ["experiment=qwen3_ifeval_distill"], "replay_sweep": ["experiment=ifeval_replay_sweep"]}
 
 
-def config_hashes() -> dict[str, str]:
-    """``config_hash`` of the :data:`HASHED` configs, composed from the ``conf/`` beside the imported package."""
+def config_hashes(moved: bool = False) -> dict[str, str]:
+    """``config_hash`` of the :data:`HASHED` configs, composed from the ``conf/`` beside the imported package;
+    ``moved``: with ``method._target_`` renamed as :data:`MOVED` renames it."""
     from pathlib import Path
 
     from hydra import compose, initialize_config_dir
@@ -98,6 +115,8 @@ def config_hashes() -> dict[str, str]:
         GlobalHydra.instance().clear()
         with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
             cfg = compose("train", overrides=["paths.output_dir=/tmp/x", *overrides])
+        if moved:
+            cfg.method._target_ = MOVED.get(cfg.method._target_, cfg.method._target_)
         out[name] = config_hash(cfg)
     GlobalHydra.instance().clear()
     return out
@@ -107,4 +126,5 @@ if __name__ == "__main__":
     import ifdistill
 
     torch.save({"ifdistill": ifdistill.__file__, "hashes": config_hashes(),
+                "hashes_moved": config_hashes(moved=True),
                 **{name: run_case(name) for name in CASES}}, sys.argv[1])

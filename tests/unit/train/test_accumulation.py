@@ -17,7 +17,7 @@ import torch
 from lightning.pytorch.loggers import Logger
 
 from ifdistill.train.datamodule import TrainDataModule
-from ifdistill.train.sft_module import SFTModule
+from ifdistill.methods.sft.module import SFTModule
 
 from tests.support import adam_weight_tolerance, sgd_weight_tolerance, sum_relative_error
 from tests.unit.train.conftest import LORA, TINY, perturb_lora, resolved, synthetic_data

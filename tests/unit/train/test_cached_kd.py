@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from ifdistill.train.losses import IGNORE_INDEX, ce_kd_with_stats, cached_kd_with_stats, divergence
-from ifdistill.train.teacher_pass import teacher_topk
+from ifdistill.methods.distill.teacher_pass import teacher_topk
 
 N, V = 9, 53
 # float32 throughout: each loss term is a sum of V products of O(1) numbers, rounded at ~6e-8 relative per

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from ifdistill.train.chunked_head import Head, chunked_head_objective, unchunkable
-from ifdistill.train.distill_module import ICLDistillModule
+from ifdistill.methods.distill.module import ICLDistillModule
 from ifdistill.train.losses import ce_kd_with_stats, divergence, token_stats
-from ifdistill.train.sft_module import UNCHUNKED_WARNING, SFTModule
+from ifdistill.methods.sft.module import UNCHUNKED_WARNING, SFTModule
 
 from tests.unit.train.conftest import LORA, TINY, k0_items, perturb_lora
 

@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from ifdistill.data.collate import PadCollator
-from ifdistill.train.distill_module import ICLDistillModule
+from ifdistill.methods.distill.module import ICLDistillModule
 from ifdistill.train.drift import DRIFT_KEYS, drift_sums
 from ifdistill.train.losses import supervised_positions
 from ifdistill.train.modeling import adapter_disabled, build_model
-from ifdistill.train.sft_module import SFTModule
+from ifdistill.methods.sft.module import SFTModule
 
 from tests.unit.train.conftest import LORA, TINY, perturb_lora
 

@@ -1,7 +1,7 @@
 """SFT and off-policy ICL distillation (online and cached teacher) compute the same batches, losses and
-gradients, and their configs hash the same (so their runs keep their directories), as the code before
-methods became units (commit :data:`BEFORE`, the tree extracted with
-``git archive`` and run in a subprocess). The cases: ``tests/unit/train/method_parity_case.py``. A later
+gradients as the code before methods became units (commit :data:`BEFORE`, the tree extracted with
+``git archive`` and run in a subprocess), and their configs hash as that code's with one change: the
+moved ``method._target_``. The cases: ``tests/unit/train/method_parity_case.py``. A later
 change that alters a loss, a gradient or a hash on purpose moves :data:`BEFORE` to its parent commit."""
 
 from __future__ import annotations
@@ -60,6 +60,11 @@ def test_losses_and_gradients_equal_the_code_before(before, name):
         assert torch.equal(old["grads"][key], new["grads"][key]), key
 
 
-def test_config_hashes_equal_the_code_before(before):
-    assert before["hashes"].keys() == HASHED.keys()
-    assert config_hashes() == before["hashes"]
+def test_config_hashes_change_by_the_moved_target_alone(before):
+    """Moving SFT and distillation into ``ifdistill/methods/`` renamed their ``_target_``: each config's
+    hash now equals the old code's hash of the same config with only ``method._target_`` renamed
+    (``MOVED``), and differs from the old hash (runs started before get a new directory)."""
+    assert before["hashes"].keys() == before["hashes_moved"].keys() == HASHED.keys()
+    now = config_hashes()
+    assert now == before["hashes_moved"]
+    assert all(now[name] != before["hashes"][name] for name in HASHED)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from ifdistill.data.collate import PadCollator
-from ifdistill.train.sft_module import SFTModule
+from ifdistill.methods.sft.module import SFTModule
 from tests.gpu.tolerance import bf16_relative_error
 from tests.unit.train.conftest import LORA, perturb_lora
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from ifdistill.data.collate import IclCollator, PadCollator
-from ifdistill.train.distill_module import ICLDistillModule
+from ifdistill.methods.distill.module import ICLDistillModule
 from ifdistill.train.modeling import QLoRAUnavailable, build_model
-from ifdistill.train.sft_module import SFTModule
+from ifdistill.methods.sft.module import SFTModule
 
 from tests.unit.train.conftest import LORA, TINY, k0_items, perturb_lora
 

@@ -12,7 +12,7 @@ from ifdistill.data.collate import IclCollator
 from ifdistill.methods.onpolicy_distill.divergences import token_divergence
 from ifdistill.methods.onpolicy_distill.module import OnPolicyDistillModule
 from ifdistill.methods.onpolicy_distill.sampling import Sample, cut_at_stop, with_samples
-from ifdistill.train.distill_module import ICLDistillModule
+from ifdistill.methods.distill.module import ICLDistillModule
 from ifdistill.train.losses import IGNORE_INDEX
 
 from tests.unit.train.conftest import LORA, TINY, k0_items, perturb_lora

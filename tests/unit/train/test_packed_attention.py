@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from ifdistill.data.collate import PackCollator, PadCollator
-from ifdistill.train.sft_module import SFTModule
+from ifdistill.methods.sft.module import SFTModule
 from tests.support import sum_relative_error
 from tests.unit.train.conftest import TINY, resolved, synthetic_data
 

@@ -11,8 +11,8 @@ import torch
 from ifdistill.data.collate import IclCollator
 from ifdistill.data.icl import teacher_view
 from ifdistill.train.datamodule import TrainDataModule
-from ifdistill.train.distill_module import ICLDistillModule
-from ifdistill.train.shared_demos import split_teacher
+from ifdistill.methods.distill.module import ICLDistillModule
+from ifdistill.methods.distill.shared_demos import split_teacher
 
 from tests.unit.train.conftest import LORA, TINY, perturb_lora, resolved, synthetic_data
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from ifdistill.train.teacher_cache import CacheNamespace, TeacherCache, TeacherCacheError, view_key
-from ifdistill.train.teacher_pass import teacher_topk
+from ifdistill.methods.distill.teacher_cache import CacheNamespace, TeacherCache, TeacherCacheError, view_key
+from ifdistill.methods.distill.teacher_pass import teacher_topk
 
 V = 300
 WEIGHTS = {"model.safetensors": "ab" * 32}

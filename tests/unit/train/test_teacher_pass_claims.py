@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 import torch
 
-from ifdistill.train import teacher_cache
-from ifdistill.train.teacher_cache import CacheNamespace, TeacherCache
-from ifdistill.train.teacher_pass import PassStats, TeacherViewRef, shared_pass, teacher_topk
-from ifdistill.train.teacher_pass_claims import ClaimBoard
+from ifdistill.methods.distill import teacher_cache
+from ifdistill.methods.distill.teacher_cache import CacheNamespace, TeacherCache
+from ifdistill.methods.distill.teacher_pass import PassStats, TeacherViewRef, shared_pass, teacher_topk
+from ifdistill.methods.distill.teacher_pass_claims import ClaimBoard
 
 ROOT = Path(__file__).resolve().parents[3]
 K, V, PER_SHARD = 4, 50, 4

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from ifdistill.data.collate import IclCollator
-from ifdistill.train.distill_module import ICLDistillModule
-from ifdistill.train.teacher_pass_runner import cache_refusal, ensure_teacher_cache
+from ifdistill.methods.distill.module import ICLDistillModule
+from ifdistill.methods.distill.teacher_pass_runner import cache_refusal, ensure_teacher_cache
 
 from tests.unit.train.conftest import LORA, TINY, perturb_lora
 

@@ -25,8 +25,8 @@ from ifdistill.data.collate import IclCollator
 from ifdistill.data.icl import identity_teacher_view
 from ifdistill.models.tiny import TinySpec, tiny_model_path
 from ifdistill.train.datamodule import TrainDataModule
-from ifdistill.train.distill_module import ICLDistillModule
-from ifdistill.train.shared_demos import SharedDemoCollator
+from ifdistill.methods.distill.module import ICLDistillModule
+from ifdistill.methods.distill.shared_demos import SharedDemoCollator
 
 from tests.unit.data.conftest import QWEN3_LIKE
 from tests.unit.train.conftest import LORA, TINY, perturb_lora, synthetic_data

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from ifdistill.train.datamodule import TrainDataModule
-from ifdistill.train.sft_module import SFTModule
+from ifdistill.methods.sft.module import SFTModule
 
 from tests.unit.train.conftest import LORA, TINY, resolved, synthetic_data
 from tests.unit.train.test_accumulation import Recorder

@@ -18,7 +18,7 @@ inside every shard index are checked on open and on read, so a folder copied or 
 namespace is refused (:class:`TeacherCacheError`, one line naming the file).
 
 Layout of one shard (written by one job for one batch of views it claimed,
-:mod:`ifdistill.train.teacher_pass_claims`): ``<name>.npz`` holds
+:mod:`ifdistill.methods.distill.teacher_pass_claims`): ``<name>.npz`` holds
 ``ids`` (uint16 when ``V <= 65536``, else uint32), ``logp`` (float16; float32 when ``k = V``, where the
 cached objective must equal the online one) and ``tail`` (float32), all ``(tokens, k)`` / ``(tokens,)``
 in view order; ``<name>.json`` (the manifest entry) lists the view keys and their offsets, the shard's

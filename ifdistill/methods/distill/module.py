@@ -18,12 +18,12 @@ Teachers (``teacher=``):
 Demonstrations (``method.k`` and ``method.demos``) are the data layer's business
 (:class:`ifdistill.data.icl.IclSettings`): the module receives batches in one of two layouts -- the
 per-example teacher views (``teacher_input_ids``, ``teacher_positions``) or, for shared demonstrations
-(:mod:`ifdistill.train.shared_demos`), one prefix that the teacher runs once and continues with the
+(:mod:`ifdistill.methods.distill.shared_demos`), one prefix that the teacher runs once and continues with the
 rows that read it (``teacher_prefix_rows``; the other rows' teacher reads the student's own tokens).
 
 Teacher source (``method.teacher_source``): ``online`` runs the teacher every step; ``cache`` reads its
-top-k log-probabilities and tail mass from the teacher cache (:mod:`ifdistill.train.teacher_cache`),
-filled at train start by the teacher pass (:mod:`ifdistill.train.teacher_pass_runner`: the views of
+top-k log-probabilities and tail mass from the teacher cache (:mod:`ifdistill.methods.distill.teacher_cache`),
+filled at train start by the teacher pass (:mod:`ifdistill.methods.distill.teacher_pass_runner`: the views of
 the examples the run reads up to its last step that the cache lacks, shared with the other ranks and
 with other jobs through claims), extended on demand when a step reads a view past it, and optimises
 :func:`~ifdistill.train.losses.cached_kd_with_stats` (forward KL on the top-k plus a tail bucket; equal
@@ -53,8 +53,8 @@ import torch
 from ifdistill.train.chunked_head import Head, head_tensors
 from ifdistill.train.losses import DIVERGENCES, cached_kd_with_stats, ce_kd_with_stats, divergence, token_stats
 from ifdistill.train.modeling import SelectiveLM, adapter_disabled, build_model, is_peft
-from ifdistill.train.sft_module import STAT_KEYS, SFTModule
-from ifdistill.train.teacher_cache import CachedTargets
+from ifdistill.methods.sft.module import STAT_KEYS, SFTModule
+from ifdistill.methods.distill.teacher_cache import CachedTargets
 from ifdistill.train.token_sums import ratio
 
 TEACHERS = ("frozen_initial", "separate", "self_stopgrad")
@@ -83,7 +83,7 @@ class ICLDistillModule(SFTModule):
                  teacher_source: str = "online", cache_dir: Optional[str] = None, cache_k: int = 64,
                  cache_batch_size: int = 1, cache_views_per_shard: int = 64, cache_claim_expiry_s: float = 300.0,
                  **kwargs: Any):
-        from ifdistill.train.teacher_pass_runner import TEACHER_SOURCES, cache_refusal
+        from ifdistill.methods.distill.teacher_pass_runner import TEACHER_SOURCES, cache_refusal
 
         built = time.perf_counter()  # the run's time, for the pass's share of it, counts the model's loading
         if kl not in self.divergence_kinds:
@@ -118,8 +118,8 @@ class ICLDistillModule(SFTModule):
         self.teacher_cache = None
         self.teacher_pass_stats: Optional[dict[str, float]] = None
         if teacher_source == "cache":
-            from ifdistill.train.teacher_cache import TeacherCache
-            from ifdistill.train.teacher_pass_runner import RunPassReport, teacher_namespace
+            from ifdistill.methods.distill.teacher_cache import TeacherCache
+            from ifdistill.methods.distill.teacher_pass_runner import RunPassReport, teacher_namespace
 
             self.teacher_pass = RunPassReport(started=built)
 
@@ -141,8 +141,8 @@ class ICLDistillModule(SFTModule):
 
     @classmethod
     def config_problems(cls, method: Mapping[str, Any], cfg: Any) -> list[str]:
-        """A method that reads a teacher cache can share one (:func:`~ifdistill.train.teacher_pass_runner.cache_refusal`)."""
-        from ifdistill.train.teacher_pass_runner import cache_refusal
+        """A method that reads a teacher cache can share one (:func:`~ifdistill.methods.distill.teacher_pass_runner.cache_refusal`)."""
+        from ifdistill.methods.distill.teacher_pass_runner import cache_refusal
 
         refusal = cache_refusal(method)
         return [refusal] if refusal else []
@@ -153,7 +153,7 @@ class ICLDistillModule(SFTModule):
         node = cfg.get("teacher_pass") or {}
         if not node.get("only"):
             return None
-        from ifdistill.train.teacher_pass_runner import teacher_pass_only
+        from ifdistill.methods.distill.teacher_pass_runner import teacher_pass_only
 
         dm, module, gpu = build()
         return teacher_pass_only(node, dm, module, gpu=gpu)
@@ -172,14 +172,14 @@ class ICLDistillModule(SFTModule):
     def on_train_start(self) -> None:
         """The teacher pass, here because a resumed run's step is restored by now: it covers the steps left."""
         if self.teacher_cache is not None:
-            from ifdistill.train.teacher_pass_runner import run_first_pass
+            from ifdistill.methods.distill.teacher_pass_runner import run_first_pass
 
             self.teacher_pass_stats = run_first_pass(self, self.trainer)
         super().on_train_start()  # then the step-0 validation, as for SFT
 
     def on_train_end(self) -> None:
         if self.teacher_cache is not None:
-            from ifdistill.train.teacher_pass_runner import run_pass_end
+            from ifdistill.methods.distill.teacher_pass_runner import run_pass_end
 
             self.teacher_pass_stats = run_pass_end(self, self.trainer)
 
@@ -278,8 +278,8 @@ class ICLDistillModule(SFTModule):
     def cached_teacher(self, batch: Mapping[str, torch.Tensor]) -> CachedTargets:
         """The cached teacher at the batch's completion positions, in :meth:`completion_index` order; views
         the cache lacks (read past the first pass) are computed first."""
-        from ifdistill.train.teacher_pass import batch_views
-        from ifdistill.train.teacher_pass_runner import extend_on_demand
+        from ifdistill.methods.distill.teacher_pass import batch_views
+        from ifdistill.methods.distill.teacher_pass_runner import extend_on_demand
 
         if "teacher_prefix_ids" in batch:
             raise ValueError("a shared-demonstration batch cannot read the teacher cache (method.demos=per_example)")

@@ -1,8 +1,8 @@
 """The teacher pass: a frozen teacher's top-k log-probabilities and tail mass at every supervised position.
 
 Input: teacher views (:class:`TeacherViewRef`: the exact token ids the teacher reads and the positions
-of the supervised tokens, keyed by :func:`ifdistill.train.teacher_cache.view_key`). Output: shards of
-the :class:`~ifdistill.train.teacher_cache.TeacherCache`.
+of the supervised tokens, keyed by :func:`ifdistill.methods.distill.teacher_cache.view_key`). Output: shards of
+the :class:`~ifdistill.methods.distill.teacher_cache.TeacherCache`.
 
 The teacher runs as in training (:meth:`ICLDistillModule.teacher_logits`: ``no_grad``, eval mode, the
 adapter disabled for ``frozen_initial`` with LoRA), with the LM head applied inside its forward to
@@ -15,7 +15,7 @@ that computes its views in any order or split gets bitwise the same cache. ``bat
 views together (faster on a GPU) and is then equal only to float rounding.
 
 Sharing (:func:`shared_pass`): jobs that need views of one cache folder at the same time split them
-through claims (:mod:`ifdistill.train.teacher_pass_claims`): each job computes the views no live job
+through claims (:mod:`ifdistill.methods.distill.teacher_pass_claims`): each job computes the views no live job
 claims, one shard per claimed batch, and waits for the views other jobs compute, then verifies them.
 """
 
@@ -31,8 +31,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ifdistill.train.teacher_cache import TeacherCache, view_key
-from ifdistill.train.teacher_pass_claims import ClaimBoard
+from ifdistill.methods.distill.teacher_cache import TeacherCache, view_key
+from ifdistill.methods.distill.teacher_pass_claims import ClaimBoard
 
 log = logging.getLogger(__name__)
 

@@ -1,13 +1,13 @@
 """Where the teacher pass runs: in a training run (at train start, then on demand), or as its own command.
 
 ``method.teacher_source=cache`` (``conf/method/distill.yaml``) makes a distillation run read its teacher
-from the :class:`~ifdistill.train.teacher_cache.TeacherCache` under ``method.cache_dir``. At train start
+from the :class:`~ifdistill.methods.distill.teacher_cache.TeacherCache` under ``method.cache_dir``. At train start
 (:func:`run_first_pass`, after a resumed run's step is restored) a run covers the teacher views of the
 examples it reads from that step to its last (:meth:`TrainDataModule.read_order`), not the whole data
 set: a pilot of 20 steps pays for the examples of 20 steps, a resumed run for the steps it has left.
 A step that reads past that (an epoch beyond the horizon) computes its missing views on demand
 (:func:`extend_on_demand`). Every rank of the run, and every other job filling the same folder at the
-same time, shares the views through claims (:mod:`ifdistill.train.teacher_pass_claims`): a view is
+same time, shares the views through claims (:mod:`ifdistill.methods.distill.teacher_pass_claims`): a view is
 computed by one of them, the others wait for it and verify it. What the run found, computed and
 waited for, and the pass's share of its wall time, are logged and recorded in ``run.json``
 (:class:`RunPassReport`).
@@ -40,8 +40,8 @@ from ifdistill.hashing import weight_hashes
 from ifdistill.models import resolve_model_path
 
 if TYPE_CHECKING:  # torch is imported by the functions that need it: preflight reads cache_refusal alone
-    from ifdistill.train.teacher_cache import CacheNamespace, TeacherCache
-    from ifdistill.train.teacher_pass import PassStats, TeacherViewRef
+    from ifdistill.methods.distill.teacher_cache import CacheNamespace, TeacherCache
+    from ifdistill.methods.distill.teacher_pass import PassStats, TeacherViewRef
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def teacher_weights_dir(model: Mapping[str, Any]) -> Path:
 def teacher_namespace(model: Mapping[str, Any], *, dtype: str, vocab_size: int, k: int,
                       temperature: float, quantize: Optional[str] = None) -> CacheNamespace:
     """The cache namespace of a teacher given by its ``model``-like section."""
-    from ifdistill.train.teacher_cache import CacheNamespace
+    from ifdistill.methods.distill.teacher_cache import CacheNamespace
 
     hashes = weight_hashes(teacher_weights_dir(model))
     if not hashes:
@@ -99,9 +99,9 @@ def progress_lines(label: str, every: float = 0.1) -> Callable[[int, int], None]
 
 def fill_views(module, views: Sequence[TeacherViewRef], *, label: str = "teacher pass") -> PassStats:
     """Make ``views`` present in ``module``'s cache with its teacher, sharing the work with every job that
-    fills the same cache folder at the same time (:func:`~ifdistill.train.teacher_pass.shared_pass`)."""
-    from ifdistill.train.teacher_pass import run_teacher_pass, shared_pass
-    from ifdistill.train.teacher_pass_claims import ClaimBoard
+    fills the same cache folder at the same time (:func:`~ifdistill.methods.distill.teacher_pass.shared_pass`)."""
+    from ifdistill.methods.distill.teacher_pass import run_teacher_pass, shared_pass
+    from ifdistill.methods.distill.teacher_pass_claims import ClaimBoard
 
     cache: TeacherCache = module.teacher_cache
 
@@ -119,7 +119,7 @@ def ensure_teacher_cache(module, items: Sequence[Mapping[str, Any]], *, rank: in
                          barrier: Callable[[], None] = lambda: None) -> PassStats:
     """Fill ``module``'s cache with the teacher views of ``items``; every rank takes part (the ranks share
     the views through claims, as concurrent jobs do) and returns once all of them are there."""
-    from ifdistill.train.teacher_pass import item_views
+    from ifdistill.methods.distill.teacher_pass import item_views
 
     cache: TeacherCache = module.teacher_cache
     if rank == 0:
@@ -137,7 +137,7 @@ def teacher_pass_only(node: Mapping[str, Any], dm, module, *, gpu: bool) -> dict
     (no run directory, no training; :func:`ifdistill.train.run.train` builds ``dm`` and ``module`` as for
     a run). Parts split the views by key, so tasks that start at different times never overlap; a
     training job running meanwhile shares the views through claims."""
-    from ifdistill.train.teacher_pass import item_views
+    from ifdistill.methods.distill.teacher_pass import item_views
 
     shard, num = int(node.get("shard", 0)), int(node.get("num_shards", 1))
     if not 0 <= shard < num:
@@ -161,7 +161,7 @@ class RunPassReport:
     ``on_demand`` counts views the first pass had not covered: they add to ``views``."""
 
     def __init__(self, started: Optional[float] = None):
-        from ifdistill.train.teacher_pass import PassStats
+        from ifdistill.methods.distill.teacher_pass import PassStats
 
         self.first, self.on_demand = PassStats(), PassStats()
         self.t0 = time.perf_counter() if started is None else started

@@ -1,0 +1,1 @@
+"""Off-policy ICL logit distillation: the module, shared demonstrations, the teacher pass and its cache."""

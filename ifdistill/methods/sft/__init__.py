@@ -1,0 +1,1 @@
+"""Supervised fine-tuning: the base class of every training method (:mod:`.module`)."""
