@@ -80,7 +80,7 @@ class DataConfig:
                 model: Mapping[str, Any] | None = None) -> DataConfig:
         """The data section as training uses it: ``model.enable_thinking`` is the thinking flag (the one the
         evaluator renders prompts with; a ``data.enable_thinking`` that disagrees is refused), and ``icl``
-        (what the method asks the data layer to attach: ``k``, ``demos``, ``own_demo``, see
+        (what the method asks the data layer to attach: ``k``, ``demos``, ``extra_demos``, see
         :class:`IclSettings`; ``None``: plain SFT items) brings the teacher views, whose examples are
         supervised on the final answer only (``train_on=last_assistant``: that is what teacher and student
         are compared on)."""
@@ -93,7 +93,7 @@ class DataConfig:
         if thinking is not None:
             cfg = dataclasses.replace(cfg, enable_thinking=thinking)
         if icl is not None:
-            settings = IclSettings(k=int(icl["k"]), demos=str(icl["demos"]), own_demo=bool(icl.get("own_demo", False)),
+            settings = IclSettings(k=int(icl["k"]), demos=str(icl["demos"]), extra_demos=icl.get("extra_demos"),
                                    seed=cfg.icl_seed if cfg.icl_seed is not None else cfg.seed,
                                    on_replay=cfg.icl_on_replay, teacher_max_length=cfg.teacher_max_length,
                                    enable_thinking=cfg.enable_thinking)
@@ -103,7 +103,7 @@ class DataConfig:
     @property
     def per_example_demos(self) -> bool:
         """Teacher views with demonstrations are attached to the items here (not by a batch collator)."""
-        return self.icl is not None and (self.icl.k > 0 or self.icl.own_demo) and self.icl.demos == "per_example"
+        return self.icl is not None and (self.icl.k > 0 or self.icl.extra_demos is not None) and self.icl.demos == "per_example"
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -198,7 +198,8 @@ def _attach_icl(tok, icl: IclSettings, items: list[dict[str, Any]], examples: li
                 selector: DemoSelector, stats: dict[str, int]) -> None:
     """Per-example demonstrations: each item gets its own k-subset of the pool and its teacher view."""
     for it, ex in zip(items, examples):
-        demos = selector.select(icl.k, exclude_key=ex.uid, exclude_prompt=ex.prompt) + ([ex] if icl.own_demo else [])
+        demos = selector.select(icl.k, exclude_key=ex.uid, exclude_prompt=ex.prompt)
+        demos += list(icl.extra_demos(ex)) if icl.extra_demos is not None else []
         view = teacher_view(tok, ex, it, demos, icl)
         it.update(view.fields)
         stats["demos_removed_for_length"] = stats.get("demos_removed_for_length", 0) + view.demos_dropped
@@ -303,7 +304,7 @@ def build_train_dataset(config: DataConfig | Mapping[str, Any], tokenizer, *,
         stats: dict[str, int] = {}
         # demos come from the new training data; never the example itself
         _attach_icl(tokenizer, cfg.icl, items, examples, DemoSelector(demo_pool, seed=cfg.icl.seed), stats)
-        own = {"own_demo": True} if cfg.icl.own_demo else {}
+        own = {"extra_demos": cfg.icl.extra_demos.__name__} if cfg.icl.extra_demos is not None else {}
         manifest.set("icl", {"k": cfg.icl.k, "demos": "per_example", "pool": "new training data", **own, **stats})
     elif cfg.icl is not None:
         manifest.set("icl", {"k": cfg.icl.k, "demos": cfg.icl.demos, "pool": "new training data"})

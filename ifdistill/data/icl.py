@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -57,9 +57,9 @@ DEMO_SCHEMES = ("shared", "per_example")
 class IclSettings:
     """Everything that decides an ICL teacher's view, resolved once from the data, method and model sections.
 
-    ``k``, ``demos`` and ``own_demo`` come from the method (``conf/method/distill.yaml`` states the default
-    scheme; ``own_demo``: the example's own gold conversation is the last demonstration, as in
-    self-distillation fine-tuning -- per-example views only);
+    ``k``, ``demos`` and ``extra_demos`` come from the method (:meth:`ifdistill.train.method.MethodHooks.teacher_views`;
+    ``conf/method/distill.yaml`` states the default scheme; ``extra_demos``: a function of the example
+    giving the demonstrations the method adds after the ``k`` drawn ones -- per-example views only);
     ``seed``, ``on_replay`` and ``teacher_max_length`` from ``data`` (``icl_seed`` falling back to
     ``seed``); ``enable_thinking`` is the one the student is rendered with (``model.enable_thinking``
     when set, else ``data.enable_thinking``).
@@ -71,15 +71,16 @@ class IclSettings:
     on_replay: bool = False
     teacher_max_length: int | None = None
     enable_thinking: bool | None = None
-    own_demo: bool = False
+    extra_demos: Callable[[Example], Sequence[Example]] | None = None
 
     def __post_init__(self):
         if self.k < 0:
             raise ValueError(f"method.k must be >= 0, got {self.k}")
         if self.demos not in DEMO_SCHEMES:
             raise ValueError(f"method.demos must be one of {DEMO_SCHEMES}, got {self.demos!r}")
-        if self.own_demo and self.demos != "per_example":
-            raise ValueError("method.own_demo=true needs method.demos=per_example (the demonstration is the example's own)")
+        if self.extra_demos is not None and self.demos != "per_example":
+            raise ValueError(f"method.demos={self.demos}: the method adds demonstrations of each example's own "
+                             "(extra_demos), which needs method.demos=per_example")
         if self.teacher_max_length is not None and self.teacher_max_length < 1:
             raise ValueError(f"data.teacher_max_length must be >= 1 or null, got {self.teacher_max_length}")
 

@@ -39,14 +39,21 @@ from typing import Any, Optional
 
 import torch
 
+from ifdistill.data.records import Example
+from ifdistill.methods.distill.module import ICLDistillModule
 from ifdistill.methods.onpolicy_distill.divergences import KINDS, token_divergence
 from ifdistill.methods.onpolicy_distill.monitoring import GEN_KEYS, SampleMonitor
 from ifdistill.methods.onpolicy_distill.sampling import HFSampler, Sample, SamplingSettings, prompts, with_samples
-from ifdistill.methods.distill.module import ICLDistillModule
 from ifdistill.train.losses import IGNORE_INDEX, ce_kd_with_stats, token_stats
 
 log = logging.getLogger(__name__)
 ENGINES = ("hf", "vllm")
+
+
+def own_demo(example: Example) -> list[Example]:
+    """``own_demo=true`` (self-distillation fine-tuning's teacher): the example itself, gold answer
+    included, is the teacher's last demonstration, after the ``k`` drawn ones."""
+    return [example]
 
 
 class OnPolicyDistillModule(ICLDistillModule):
@@ -105,7 +112,7 @@ class OnPolicyDistillModule(ICLDistillModule):
     @classmethod
     def teacher_views(cls, method: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
         return {"k": method.get("k", 0), "demos": method.get("demos", "per_example"),
-                "own_demo": bool(method.get("own_demo", False))}
+                "extra_demos": own_demo if method.get("own_demo", False) else None}
 
     @classmethod
     def config_problems(cls, method: Mapping[str, Any], cfg: Any) -> list[str]:

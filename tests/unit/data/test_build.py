@@ -182,16 +182,19 @@ def test_synthetic_default_builds(tok):
 
 
 def test_own_demo_puts_the_examples_gold_conversation_before_it(tok, sources):
-    """``own_demo`` (self-distillation fine-tuning's teacher): the example itself, gold answer included,
-    is the teacher's last demonstration, after the k drawn ones."""
+    """``own_demo`` (self-distillation fine-tuning's teacher, a view on-policy distillation supplies through
+    ``extra_demos``): the example itself, gold answer included, is the teacher's last demonstration, after
+    the k drawn ones."""
     from ifdistill.data.icl import DemoSelector, build_icl_pair
+    from ifdistill.methods.onpolicy_distill.module import OnPolicyDistillModule
 
     cfg = config(sources, 0.0)
-    data = build_train_dataset(DataConfig.resolve(cfg, icl={"k": 1, "demos": "per_example", "own_demo": True}), tok)
+    views = OnPolicyDistillModule.teacher_views({"k": 1, "demos": "per_example", "own_demo": True})
+    data = build_train_dataset(DataConfig.resolve(cfg, icl=views), tok)
     item, ex = data.train[0], data.examples[0]
     drawn = DemoSelector(data.demo_pool, seed=cfg["seed"])  # data.icl_seed unset: the data seed
     expected = build_icl_pair(tok, ex, drawn.select(1, exclude_key=ex.uid, exclude_prompt=ex.prompt) + [ex])
     end = expected.teacher_positions[-1] + 1
     assert item["num_demos"] == 2 and item["teacher_input_ids"].tolist() == expected.teacher.input_ids[:end]
-    with pytest.raises(ValueError, match="own_demo=true needs method.demos=per_example"):
-        DataConfig.resolve(cfg, icl={"k": 1, "demos": "shared", "own_demo": True})
+    with pytest.raises(ValueError, match="extra_demos.*needs method.demos=per_example"):
+        DataConfig.resolve(cfg, icl={**views, "demos": "shared"})
