@@ -11,8 +11,11 @@ class-level hooks of :class:`MethodHooks`, what only the method knows:
   (``None``: plain SFT items; a mapping: the arguments of :class:`ifdistill.data.icl.IclSettings`);
 - :meth:`~MethodHooks.config_problems`: checks of the ``method`` section in the context of the whole
   config that show without a model (run by :func:`ifdistill.train.preflight.preflight`);
-- :meth:`~MethodHooks.run_alone`: work the method does instead of training when the config asks for
-  it (the teacher pass alone, ``+teacher_pass.only=true``), or ``None`` to train.
+- :meth:`~MethodHooks.sections`: top-level config sections the method reads besides ``method``
+  (off-policy distillation's ``teacher_pass``), which preflight then accepts;
+- :meth:`~MethodHooks.works_alone` and :meth:`~MethodHooks.run_alone`: whether the config asks for
+  work the method does instead of training (the teacher pass alone, ``+teacher_pass.only=true``: no
+  run directory), and that work.
 
 :class:`~ifdistill.methods.sft.module.SFTModule` implements the defaults (SFT); a method subclasses it
 and overrides only what differs -- the model of TRL's trainers, where GKD is SFT with its own loss and
@@ -53,9 +56,17 @@ class MethodHooks:
         return []
 
     @classmethod
-    def run_alone(cls, cfg: DictConfig, build: Callable[[], tuple[Any, Any, bool]]) -> Optional[dict[str, Any]]:
-        """``build()`` returns ``(datamodule set up for fit, module, on_gpu)``; call it only when needed."""
-        return None
+    def sections(cls) -> tuple[str, ...]:
+        return ()
+
+    @classmethod
+    def works_alone(cls, cfg: DictConfig) -> bool:
+        return False
+
+    @classmethod
+    def run_alone(cls, cfg: DictConfig, build: Callable[[], tuple[Any, Any, bool]]) -> dict[str, Any]:
+        """Called when :meth:`works_alone`; ``build()`` returns ``(datamodule set up for fit, module, on_gpu)``."""
+        raise NotImplementedError(f"{cls.__name__} has no work to do instead of training")
 
 
 def plain(node: Any) -> Any:

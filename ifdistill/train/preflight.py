@@ -5,7 +5,7 @@ traceback and a run directory that ``ifdistill-status`` then lists as stopped. :
 first in :func:`ifdistill.train.run.train` (and so before the run directory is created) and checks:
 
 - the plain-data sections against their schemas (unknown keys, types: :func:`ifdistill.config.validate`)
-  and top-level keys against :data:`TOP_LEVEL` (``+foo=1`` is a typo, not a setting);
+  and top-level keys against :data:`TOP_LEVEL` and the sections the method reads (``+foo=1`` is a typo, not a setting);
 - the keys of every section that builds an object (``trainer``, ``method``, ``logger``, each callback)
   against the signature of its ``_target_`` -- ``+trainer.max_stepz=5`` fails here, naming the key;
 - ranges (:data:`RANGES`): ``data.ratio`` in [0, 1), ``optim.lr`` > 0, ``trainer.max_steps`` >= 1,
@@ -37,8 +37,8 @@ from ifdistill.config import ConfigError, validate
 SAMPLE_ROWS = 50  # rows of each local data file loaded (and so validated) before training starts
 # Top-level keys of conf/train.yaml and its groups; anything else is a typo (`+lr=1e-3`).
 TOP_LEVEL = frozenset({"task_name", "seed", "gradient_checkpointing", "logit_chunk_size", "optim", "datamodule", "run", "callbacks",
-                       "paths", "model", "data", "method", "peft", "trainer", "logger", "eval", "hydra",
-                       "teacher_pass"})  # teacher_pass: ifdistill.methods.distill.teacher_pass_runner.teacher_pass_only
+                       "paths", "model", "data", "method", "peft", "trainer", "logger", "eval", "hydra"})
+# (+ the sections the method reads, MethodHooks.sections: off-policy distillation's teacher_pass)
 # Sections built by Hydra's instantiate, checked against their _target_'s signature.
 TARGETS = ("trainer", "method", "logger")
 _HYDRA_KEYS = {"_target_", "_recursive_", "_convert_", "_partial_", "_args_"}
@@ -185,18 +185,32 @@ def check_heldout(heldout: int, role: str, spec: Any, examples: int) -> list[str
             "lower data.heldout or add rows"]
 
 
-def check_method(cfg: DictConfig) -> list[str]:
-    """The method's own checks (:meth:`ifdistill.train.method.MethodHooks.config_problems`)."""
-    from ifdistill.train.method import method_class, plain
+def _method(cfg: DictConfig):
+    """The class of ``cfg.method`` (:func:`ifdistill.train.method.method_class`), or ``None`` when there is
+    no section or its ``_target_`` does not import (reported by :func:`check_target_keys`)."""
+    from ifdistill.train.method import method_class
 
     method = cfg.get("method")
     if not OmegaConf.is_dict(method) and not isinstance(method, dict):
-        return []
+        return None
     try:
-        cls = method_class(method)
+        return method_class(method)
     except Exception:  # noqa: BLE001 - an unimportable _target_ is reported by check_target_keys
-        return []
-    return cls.config_problems(plain(method), cfg)
+        return None
+
+
+def method_sections(cfg: DictConfig) -> tuple[str, ...]:
+    """Top-level sections the method reads besides ``method`` (:meth:`MethodHooks.sections`)."""
+    cls = _method(cfg)
+    return cls.sections() if cls is not None else ()
+
+
+def check_method(cfg: DictConfig) -> list[str]:
+    """The method's own checks (:meth:`ifdistill.train.method.MethodHooks.config_problems`)."""
+    from ifdistill.train.method import plain
+
+    cls = _method(cfg)
+    return cls.config_problems(plain(cfg.get("method")), cfg) if cls is not None else []
 
 
 def check_extra_evals(cfg: DictConfig) -> list[str]:
@@ -242,7 +256,7 @@ def preflight(cfg: DictConfig, *, check_model: bool = True) -> None:
         validate(cfg)
     except ConfigError as err:
         problems.append(str(err).replace("\n", " "))
-    unknown = sorted(set(map(str, cfg.keys())) - TOP_LEVEL)
+    unknown = sorted(set(map(str, cfg.keys())) - TOP_LEVEL - set(method_sections(cfg)))
     if unknown:
         problems.append(f"unknown top-level key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}")
     problems += check_ranges(cfg)

@@ -241,9 +241,9 @@ def train(cfg: DictConfig, *, checked: bool = False) -> dict[str, Any]:
         gpu = _on_gpu(cfg.trainer)
         return dm, build_module(cfg, val_names=dm.val_names, on_gpu=gpu), gpu
 
-    alone = method_class(cfg.method).run_alone(cfg, build)  # e.g. the teacher pass alone: no run directory
-    if alone is not None:
-        return alone
+    method = method_class(cfg.method)
+    if method.works_alone(cfg):  # e.g. the teacher pass alone: no run directory
+        return method.run_alone(cfg, build)
     rd, rid, digest = resolve_run_dir(cfg)
     quiet_console(rd.logs, verbose=bool(cfg.run.get("verbose", False)),
                   wandb=str(OmegaConf.select(cfg, "logger._target_") or "").endswith("WandbLogger"))

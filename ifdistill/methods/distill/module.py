@@ -148,15 +148,20 @@ class ICLDistillModule(SFTModule):
         return [refusal] if refusal else []
 
     @classmethod
-    def run_alone(cls, cfg: Any, build: Any) -> Optional[dict[str, Any]]:
+    def sections(cls) -> tuple[str, ...]:
+        return ("teacher_pass",)  # +teacher_pass.{only,shard,num_shards}: teacher_pass_runner.teacher_pass_only
+
+    @classmethod
+    def works_alone(cls, cfg: Any) -> bool:
+        return bool((cfg.get("teacher_pass") or {}).get("only"))
+
+    @classmethod
+    def run_alone(cls, cfg: Any, build: Any) -> dict[str, Any]:
         """``+teacher_pass.only=true``: the teacher pass alone, no run directory, no training."""
-        node = cfg.get("teacher_pass") or {}
-        if not node.get("only"):
-            return None
         from ifdistill.methods.distill.teacher_pass_runner import teacher_pass_only
 
         dm, module, gpu = build()
-        return teacher_pass_only(node, dm, module, gpu=gpu)
+        return teacher_pass_only(cfg.get("teacher_pass"), dm, module, gpu=gpu)
 
     @staticmethod
     def _freeze(lm: SelectiveLM) -> SelectiveLM:

@@ -137,8 +137,12 @@ class OnPolicyDistillModule(ICLDistillModule):
         return problems
 
     @classmethod
-    def run_alone(cls, cfg: Any, build: Any) -> Optional[dict[str, Any]]:
-        return None
+    def sections(cls) -> tuple[str, ...]:
+        return ()
+
+    @classmethod
+    def works_alone(cls, cfg: Any) -> bool:
+        return False
 
     def _train_keys(self) -> tuple[str, ...]:
         return super()._train_keys() + GEN_KEYS

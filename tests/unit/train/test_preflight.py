@@ -37,6 +37,14 @@ def test_a_method_checks_its_section_in_preflight():
         preflight(cfg_of("method=onpolicy_distill", "trainer=deepspeed_stage_2"), check_model=False)
 
 
+def test_a_top_level_section_is_accepted_for_the_method_that_reads_it():
+    """``teacher_pass`` is off-policy distillation's section (MethodHooks.sections), a typo elsewhere."""
+    preflight(cfg_of("method=distill", "method.teacher_source=cache", "method.demos=per_example",
+                     "+teacher_pass.only=true"), check_model=False)
+    with pytest.raises(PreflightError, match="unknown top-level key teacher_pass"):
+        preflight(cfg_of("+teacher_pass.only=true"), check_model=False)
+
+
 @pytest.mark.parametrize("override, names", [
     ("data.ratio=1.5", "data.ratio=1.5 must be a number in [0, 1)"),
     ("data.ratio=-0.1", "data.ratio=-0.1"),
