@@ -110,3 +110,12 @@ def test_final_best_and_training_metrics_at_a_step(tmp_path):
     assert run.method == "sft"  # from config.method.name when metrics.json names none
     assert run.group_hash == run_config.grouping_hash(CONFIG)
 
+
+
+@pytest.mark.parametrize("target, method", [
+    ("ifdistill.methods.sft.module.SFTModule", "sft"),
+    ("ifdistill.methods.onpolicy_distill.module.OnPolicyDistillModule", "onpolicy_distill"),
+    ("ifdistill.train.distill_module.ICLDistillModule", "distill"),  # a run configured before method folders
+])
+def test_the_method_of_a_run_is_its_folder_or_its_old_module(target, method):
+    assert runs.method_of({"method": {"_target_": target}}) == method
