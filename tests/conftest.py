@@ -7,7 +7,10 @@ never a silent skip: use :func:`tests.support.require` instead of ``pytest.skip`
 ``make test`` runs two pytest-xdist workers (``-n 2``): every test outside tests/unit
 goes to one worker, one after the other, as in a plain run -- their vLLM engines, multi-process training
 and SLURM jobs use the machine's cores and time their own faults (an evaluation timeout, a hung engine),
-so two of them never overlap -- and the unit tests, single-threaded and self-contained, run beside them.
+so two of them never overlap -- and the unit tests, single-threaded and self-contained, run beside them,
+with the few real-component modules in :data:`BESIDE`: heavy, but neither timing a fault of their own
+nor sharing a run with another module, they keep the unit tests' worker busy while the real-component
+worker works through its long queue (which sets the suite's wall time).
 """
 
 from __future__ import annotations
@@ -37,19 +40,30 @@ UNIT = "tests/unit/"
 #: engine, a SLURM requeue) come after, when the unit tests are done.
 FIRST = "tests/integration/train/"
 
+#: Real-component modules that run on the unit tests' worker, each as one work unit: training and
+#: evaluation parity checks with generous time limits, no fault timed by the test, no run shared with
+#: another module (their module-scoped fixtures stay on one worker).
+BESIDE = (
+    "tests/integration/train/test_chunked_strategies.py",
+    "tests/integration/train/test_sweep_wandb.py",
+    "tests/integration/lmeval/test_lmeval_parity.py",
+)
+
 
 def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: not item.nodeid.startswith(FIRST))  # stable: the rest keep their order
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """Under xdist: every test outside tests/unit in one work unit, hence on one worker in collection
-    order; the unit tests by module on whichever worker is free (module docstring)."""
+    """Under xdist: every test outside tests/unit and :data:`BESIDE` in one work unit, hence on one worker
+    in collection order; the unit tests and :data:`BESIDE` by module on whichever worker is free (module
+    docstring)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class RealComponentsApart(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return nodeid.split("::", 1)[0] if nodeid.startswith(UNIT) else "real components"
+            module = nodeid.split("::", 1)[0]
+            return module if module.startswith(UNIT) or module in BESIDE else "real components"
 
     return RealComponentsApart(config, log)
 
