@@ -357,7 +357,8 @@ def measure_distill_ratio(model_dir: Path, device: str, *, dtype: str, precision
     model = model_cfg(model_dir, dtype)
     n = micro_batch * (warmup + steps) + 2 * k  # the demonstrations come from the examples outside the batch
     sft_b = batches_from(TrainDataModule(data_cfg(model, n), model, micro_batch_size=micro_batch), warmup + steps)
-    dist_b = batches_from(TrainDataModule(data_cfg(model, n, k), model, micro_batch_size=micro_batch), warmup + steps)
+    dist_b = batches_from(TrainDataModule(data_cfg(model, n, k), model, method=ICLDistillModule,
+                                          micro_batch_size=micro_batch), warmup + steps)
     _reset_peak(device)
     torch.manual_seed(0)
     chunk = production_chunk_size()

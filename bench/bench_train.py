@@ -220,7 +220,8 @@ def worker_distill(steps: int, warmup: int, n: int) -> dict:
     batches, modules, optims = {}, {}, {}
     passes: dict[str, dict] = {}
     for name, (k, demos) in variants.items():
-        dm = TrainDataModule(data_cfg(n, k, demos), model, micro_batch_size=MBS)
+        dm = TrainDataModule(data_cfg(n, k, demos), model, micro_batch_size=MBS,
+                             method=SFTModule if k is None else ICLDistillModule)
         dm.setup("fit")
         cached = "cached" in name
         batches[name] = cached_batches(dm, warmup + steps) if cached else _take(dm.train_dataloader(), warmup + steps)
@@ -274,7 +275,7 @@ def cached_batches(dm, count: int) -> list:
     loader = dm.train_dataloader()
     if dm.data_cfg.icl.demos != "shared":
         return _take(loader, count)
-    collate = dm.shared_demo_collator()
+    collate = dm.train_collator()
     out = []
     for idx in loader.batch_sampler:
         items = [loader.dataset[i] for i in idx]

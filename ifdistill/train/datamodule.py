@@ -22,7 +22,8 @@ step loss and the gradients are those of the padded batch up to float summation 
 ``tests/unit/train/test_packed_attention.py``); only the random draws of dropout, made per position, fall
 on other positions. ``num_workers: null`` means 2 worker processes on a CUDA trainer (collation off
 the training loop's thread) and none on CPU; batches go to pinned memory on CUDA, so the copy to the
-GPU is asynchronous. Distillation batches are never packed (teacher and student rows differ).
+GPU is asynchronous. Batches with teacher views (``data.icl``) are never packed: teacher and student
+rows differ.
 
 Validation batches (held-out slices of each source) are sharded evenly across ranks and padded with
 *empty* examples (loss mask all zero): every rank runs the same number of forward passes -- ZeRO-3 and
@@ -43,9 +44,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ifdistill.data.build import DataConfig
-from ifdistill.data.icl import identity_teacher_view
 from ifdistill.data.render import template_text
 from ifdistill.models import resolve_model_path
+from ifdistill.train.method import MethodHooks
 
 PAD_INDEX = -1
 AUTO = "auto"
@@ -176,16 +177,16 @@ class TrainDataModule(pl.LightningDataModule):
 
     Args:
         data: the resolved data config (:meth:`ifdistill.data.build.DataConfig.resolve`): the ``data``
-            section with the model's ``enable_thinking`` and, for distillation, the ICL settings
-            (``data.icl``: ``None`` for SFT batches; ``k = 0``: the teacher view *is* the student view;
-            ``demos=per_example``: the data layer's views; ``demos=shared``:
-            :mod:`ifdistill.methods.distill.shared_demos`).
+            section with the model's ``enable_thinking`` and the teacher views the method asks for
+            (``data.icl``: ``None`` for SFT batches).
         model: the ``model`` section (where the tokenizer is, its chat template).
+        method: the method's class (:func:`ifdistill.train.method.method_class`), whose hooks complete
+            the built training items and make the training collator (:class:`MethodHooks`: SFT's, none).
         manifest_path: where rank 0 writes the data manifest.
     """
 
-    def __init__(self, data: DataConfig, model: Mapping[str, Any], *, micro_batch_size: int = 4,
-                 val_batch_size: int = 8, packing: bool | str = False, max_row_tokens: Optional[int] = None,
+    def __init__(self, data: DataConfig, model: Mapping[str, Any], *, method: type[MethodHooks] = MethodHooks,
+                 micro_batch_size: int = 4, val_batch_size: int = 8, packing: bool | str = False, max_row_tokens: Optional[int] = None,
                  num_workers: Optional[int] = 0, manifest_path: Optional[str] = None):
         super().__init__()
         if not isinstance(data, DataConfig):
@@ -196,6 +197,7 @@ class TrainDataModule(pl.LightningDataModule):
             raise ValueError("datamodule.packing is not supported for distillation (teacher and student differ)")
         self.data_cfg = data
         self.model_cfg = dict(model)
+        self.method = method
         self.micro_batch_size, self.val_batch_size = int(micro_batch_size), int(val_batch_size)
         self._packing, self.max_row_tokens = packing, max_row_tokens
         self._num_workers = None if num_workers is None else int(num_workers)
@@ -241,30 +243,26 @@ class TrainDataModule(pl.LightningDataModule):
         rank0 = self.trainer is None or self.trainer.is_global_zero
         self.built = build_train_dataset(self.data_cfg, self.tokenizer,
                                          manifest_path=self.manifest_path if rank0 else None)
-        if self.data_cfg.icl is not None and not self.data_cfg.per_example_demos and self.data_cfg.icl.k == 0:
-            for item in self.built.train.items:
-                identity_teacher_view(item)
+        self.method.prepare_items(self.data_cfg, self.built)
         missing = [n for n in self.val_names if n not in self.built.heldout]
         if missing:
             raise ValueError(f"held-out sets {missing} are empty; lower data.heldout or check the sources")
 
-    def _collate(self, train: bool):
+    def train_collator(self) -> Callable:
+        """The collator of training micro-batches: the method's (:meth:`MethodHooks.train_collator`),
+        given the data layer's for this config."""
         from ifdistill.data.build import collator_for
 
-        icl = self.data_cfg.icl
-        if train and icl is not None and icl.k > 0 and icl.demos == "shared":
-            return _WithStepTokens(self.shared_demo_collator())
-        cfg = self.data_cfg if train else dataclasses.replace(self.data_cfg, icl=None)
-        return _WithStepTokens(collator_for(cfg, self.tokenizer, packing=self.packing and train,
-                                            max_row_tokens=self.max_row_tokens))
+        default = collator_for(self.data_cfg, self.tokenizer, packing=self.packing, max_row_tokens=self.max_row_tokens)
+        return self.method.train_collator(default, data=self.data_cfg, tokenizer=self.tokenizer, built=self.built)
 
-    def shared_demo_collator(self):
-        """The collator choosing one demonstration set per micro-batch from the new training data."""
-        from ifdistill.methods.distill.shared_demos import SharedDemoCollator
+    def _collate(self, train: bool):
+        """Validation batches are the student's view alone, padded, whatever the method."""
+        from ifdistill.data.build import collator_for
 
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
-        return SharedDemoCollator(self.tokenizer, self.built.examples, self.built.demo_pool, self.data_cfg.icl,
-                                  pad_token_id=pad)
+        if train:
+            return _WithStepTokens(self.train_collator())
+        return _WithStepTokens(collator_for(dataclasses.replace(self.data_cfg, icl=None), self.tokenizer))
 
     def _world(self) -> tuple[int, int]:
         t = self.trainer

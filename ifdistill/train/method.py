@@ -9,6 +9,11 @@ class-level hooks of :class:`MethodHooks`, what only the method knows:
   constructor (ICL distillation's ``k`` and ``demos``);
 - :meth:`~MethodHooks.teacher_views`: the teacher views the data layer attaches to each example
   (``None``: plain SFT items; a mapping: the arguments of :class:`ifdistill.data.icl.IclSettings`);
+- :meth:`~MethodHooks.prepare_items` and :meth:`~MethodHooks.train_collator`: what the datamodule
+  (:class:`ifdistill.train.datamodule.TrainDataModule`) does to the built training items before
+  batching them, and the collator of its training micro-batches -- the method's batch construction,
+  which the datamodule runs without knowing it (off-policy distillation's k=0 teacher view and its
+  shared-demonstration batches);
 - :meth:`~MethodHooks.config_problems`: checks of the ``method`` section in the context of the whole
   config that show without a model (run by :func:`ifdistill.train.preflight.preflight`);
 - :meth:`~MethodHooks.sections`: top-level config sections the method reads besides ``method``
@@ -33,9 +38,12 @@ optimizer steps (:meth:`SFTModule.on_before_optimizer_step`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
+
+if TYPE_CHECKING:
+    from ifdistill.data.build import DataConfig, TrainData
 
 
 class MethodHooks:
@@ -50,6 +58,17 @@ class MethodHooks:
     @classmethod
     def teacher_views(cls, method: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
         return None
+
+    @classmethod
+    def prepare_items(cls, data: DataConfig, built: TrainData) -> None:
+        """Complete the training items of ``built`` (made from the resolved ``data`` config) in place,
+        once, before any batch reads them."""
+
+    @classmethod
+    def train_collator(cls, default: Callable, *, data: DataConfig, tokenizer: Any, built: TrainData) -> Callable:
+        """The collator of training micro-batches; ``default`` is the data layer's for ``data``
+        (:func:`ifdistill.data.build.collator_for`). Validation batches always use the data layer's."""
+        return default
 
     @classmethod
     def config_problems(cls, method: Mapping[str, Any], cfg: DictConfig) -> list[str]:

@@ -171,9 +171,10 @@ def resolve_data(cfg: DictConfig):
 
 def build_datamodule(cfg: DictConfig, rd: Optional[RunDir] = None, data=None):
     from ifdistill.train.datamodule import TrainDataModule
+    from ifdistill.train.method import method_class
 
     data = data if data is not None else resolve_data(cfg)
-    return TrainDataModule(data, _container(cfg.model),
+    return TrainDataModule(data, _container(cfg.model), method=method_class(cfg.method),
                            manifest_path=str(rd.manifest) if rd is not None else None,
                            **_container(cfg.datamodule))
 

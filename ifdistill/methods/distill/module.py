@@ -45,7 +45,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
 import torch
@@ -138,6 +138,27 @@ class ICLDistillModule(SFTModule):
     @classmethod
     def teacher_views(cls, method: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
         return {"k": method["k"], "demos": method["demos"]}
+
+    @classmethod
+    def prepare_items(cls, data: Any, built: Any) -> None:
+        """With no demonstration (``k = 0``, none added per example) the teacher view *is* the student
+        view: each item gets it here, so every distillation batch has the same layout."""
+        from ifdistill.data.icl import identity_teacher_view
+
+        if not data.per_example_demos and data.icl.k == 0:
+            for item in built.train.items:
+                identity_teacher_view(item)
+
+    @classmethod
+    def train_collator(cls, default: Callable, *, data: Any, tokenizer: Any, built: Any) -> Callable:
+        """``demos=shared``: one demonstration set per micro-batch, chosen from the new training data
+        (:mod:`ifdistill.methods.distill.shared_demos`); per-example views are the data layer's batches."""
+        from ifdistill.methods.distill.shared_demos import SharedDemoCollator
+
+        if data.icl.k == 0 or data.icl.demos != "shared":
+            return default
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        return SharedDemoCollator(tokenizer, built.examples, built.demo_pool, data.icl, pad_token_id=pad)
 
     @classmethod
     def config_problems(cls, method: Mapping[str, Any], cfg: Any) -> list[str]:

@@ -87,7 +87,9 @@ def test_k_comes_from_the_method_section():
 def test_distillation_with_k0_gets_identity_teacher_views():
     import torch
 
-    dm = TrainDataModule(resolved(synthetic_data(30), k=0), TINY, micro_batch_size=2)
+    from ifdistill.methods.distill.module import ICLDistillModule
+
+    dm = TrainDataModule(resolved(synthetic_data(30), k=0), TINY, method=ICLDistillModule, micro_batch_size=2)
     dm.setup("fit")
     batch = next(iter(dm.train_dataloader()))
     assert torch.equal(batch["teacher_input_ids"], batch["input_ids"]) and int(batch["num_demos"].max()) == 0

@@ -27,7 +27,7 @@ def test_split_finds_head_and_demonstrations():
 
 def shared_datamodule(data: dict, k: int = 2, **model) -> TrainDataModule:
     dm = TrainDataModule(resolved(data, k=k, demos="shared", model={**TINY, **model}), {**TINY, **model},
-                         micro_batch_size=4)
+                         method=ICLDistillModule, micro_batch_size=4)
     dm.setup("fit")
     return dm
 
@@ -45,7 +45,7 @@ def per_example_views(collate, items):
 
 
 def test_collator_shares_one_prefix_and_never_demonstrates_a_batch_example(shared_dm):
-    collate = shared_dm.shared_demo_collator()
+    collate = shared_dm.train_collator()
     items = [shared_dm.built.train[i] for i in range(4)]
     batch = collate(items)
     assert "teacher_prefix_ids" in batch and "teacher_input_ids" not in batch
@@ -59,7 +59,7 @@ def test_collator_shares_one_prefix_and_never_demonstrates_a_batch_example(share
 
 
 def test_shared_prefix_teacher_equals_full_teacher_views(shared_dm):
-    collate = shared_dm.shared_demo_collator()
+    collate = shared_dm.train_collator()
     items = [shared_dm.built.train[i] for i in range(4)]
     shared = collate(items)
     full = IclCollator(shared_dm.tokenizer.pad_token_id)(per_example_views(collate, items))
@@ -84,9 +84,9 @@ def test_shared_batches_come_out_of_the_datamodule(shared_dm):
 
 def test_teacher_max_length_drops_demonstrations_like_the_per_example_path(shared_dm):
     items = [shared_dm.built.train[i] for i in range(4)]
-    full = shared_dm.shared_demo_collator()(items)
+    full = shared_dm.train_collator()(items)
     cap = int(full["teacher_prefix_ids"].numel()) + max(len(it["input_ids"]) for it in items) - 1
-    capped = shared_dm.shared_demo_collator()
+    capped = shared_dm.train_collator()
     capped.icl = dataclasses.replace(capped.icl, teacher_max_length=cap)
     batch = capped(items)
     reference = per_example_views(capped, items)
@@ -100,7 +100,7 @@ def test_replay_examples_read_no_demonstrations_unless_icl_on_replay():
     """With data.icl_on_replay=false the shared scheme gives replay examples no demonstrations."""
     data = synthetic_data(24, replay=[{"name": "chat", "synthetic": "chat", "max_examples": 60}], ratio=0.5)
     dm = shared_datamodule(data)
-    collate = dm.shared_demo_collator()
+    collate = dm.train_collator()
     items = dm.built.train.items
     replay = [it for it in items if it["is_replay"]]
     new = [it for it in items if not it["is_replay"]]
@@ -109,7 +109,7 @@ def test_replay_examples_read_no_demonstrations_unless_icl_on_replay():
     assert mixed["num_demos"].tolist() == [2, 2, 0, 0]
     assert mixed["teacher_prefix_rows"].tolist() == [True, True, False, False]  # still one shared prefix
     assert collate(replay[:4])["num_demos"].tolist() == [0, 0, 0, 0]
-    on_replay = shared_datamodule({**data, "icl_on_replay": True}).shared_demo_collator()
+    on_replay = shared_datamodule({**data, "icl_on_replay": True}).train_collator()
     assert on_replay(replay[:4])["num_demos"].tolist() == [2, 2, 2, 2]
 
 
@@ -117,7 +117,7 @@ def test_mixed_batch_teacher_equals_per_example_views():
     """Prefix rows and identity (replay) rows in one batch: the same logits as the per-example layout."""
     data = synthetic_data(24, replay=[{"name": "chat", "synthetic": "chat", "max_examples": 60}], ratio=0.5)
     dm = shared_datamodule(data)
-    collate = dm.shared_demo_collator()
+    collate = dm.train_collator()
     new = [it for it in dm.built.train.items if not it["is_replay"]]
     replay = [it for it in dm.built.train.items if it["is_replay"]]
     items = [new[0], replay[0], new[1], replay[1]]
@@ -144,7 +144,7 @@ def test_the_thinking_flag_is_resolved_once_for_students_teachers_and_the_evalua
     with pytest.raises(ValueError, match="enable_thinking"):
         DataConfig.resolve(data, icl={"k": 2, "demos": "shared"}, model={**TINY, "enable_thinking": None})
     dm = shared_datamodule(data, chat_template=QWEN3_LIKE, enable_thinking=True)
-    collate = dm.shared_demo_collator()
+    collate = dm.train_collator()
     items = [dm.built.train[i] for i in range(4)]
     batch = collate(items)
     assert "teacher_prefix_ids" in batch and collate.fallback_batches == 0
