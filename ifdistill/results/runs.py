@@ -211,7 +211,7 @@ def load_training_run(run_dir: str | os.PathLike, benchmark: str | None = None) 
     seed = data.get("seed")
     if seed is None and isinstance(config.get("seed"), int):
         seed = config["seed"]
-    method = data.get("method") or method_of(config)
+    method = method_of(config) or data.get("method")  # metrics.json holds the module's class name
     checkpoints = []
     failures = [f for f in data.get("failures") or [] if f.get("benchmark") == benchmark]
     for entry in run_metrics.results_of(data, benchmark).values():
