@@ -43,9 +43,9 @@ def user_errors() -> tuple[type[BaseException], ...]:
     checkpointing = sys.modules.get("ifdistill.train.checkpointing")  # loaded if it raised (importing it
     if checkpointing is not None:                                      # here would load Lightning: seconds)
         errors.append(checkpointing.CheckpointWriteError)
-    teacher_cache = sys.modules.get("ifdistill.methods.distill.teacher_cache")  # a shard that fails its check, a full disk
-    if teacher_cache is not None:
-        errors.append(teacher_cache.TeacherCacheError)
+    method = sys.modules.get("ifdistill.train.method")  # a method's own input or file (a damaged teacher cache)
+    if method is not None:
+        errors.append(method.MethodError)
     return tuple(errors)
 
 

@@ -28,6 +28,9 @@ generation. The constructor's common arguments (model, peft, optim, seed, the he
 gradient checkpointing, logit chunking, validation at start) are SFTModule's; everything else in the
 section is the method's own.
 
+A method's own input or file that cannot be used (a damaged teacher cache, a full disk under it) raises
+a :class:`MethodError` subclass: the training CLI reports it as one line, exit 2, as it does a bad config.
+
 Loss normalisation is the base class's too: every method's step objective is a sum over counted
 tokens divided by the tokens counted in the whole optimizer step (all micro-batches and ranks). A
 method whose tokens are known only after it samples sets :attr:`MethodHooks.normalise_after_backward`;
@@ -44,6 +47,10 @@ from omegaconf import DictConfig, OmegaConf
 
 if TYPE_CHECKING:
     from ifdistill.data.build import DataConfig, TrainData
+
+
+class MethodError(RuntimeError):
+    """A method's own input or file that cannot be used; the message is one line naming it."""
 
 
 class MethodHooks:

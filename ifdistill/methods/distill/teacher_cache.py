@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from ifdistill.paths import atomic_write, write_text_atomic
+from ifdistill.train.method import MethodError
 
 FORMAT_VERSION = 1
 NAMESPACE_FILE = "namespace.json"
@@ -52,7 +53,7 @@ NAMESPACE_FILE = "namespace.json"
 _LOADED_BYTES = 1 << 30
 
 
-class TeacherCacheError(RuntimeError):
+class TeacherCacheError(MethodError):
     """A cache that cannot be trusted or written; the message is one line naming the file."""
 
 
