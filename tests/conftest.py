@@ -37,7 +37,7 @@ UNIT = "tests/unit/"
 
 #: Run first among the real-component tests: the ones that run beside the unit tests under xdist. Training
 #: runs with generous time limits; the tests that time a fault of their own (an evaluation timeout, a hung
-#: engine, a SLURM requeue) come after them.
+#: engine, a SLURM requeue) come after, when the unit tests are done.
 FIRST = "tests/integration/train/"
 
 #: Real-component modules that run on the unit tests' worker, each as one work unit: training and
@@ -45,11 +45,8 @@ FIRST = "tests/integration/train/"
 #: another module (their module-scoped fixtures stay on one worker).
 BESIDE = (
     "tests/integration/train/test_chunked_strategies.py",
-    "tests/integration/train/test_demo.py",
     "tests/integration/train/test_sweep_wandb.py",
-    "tests/integration/evaluator/test_backends_agree.py",
     "tests/integration/lmeval/test_lmeval_parity.py",
-    "tests/integration/results/test_results_page_sweep.py",
 )
 
 
@@ -62,11 +59,6 @@ def pytest_xdist_make_scheduler(config, log):
     in collection order; the unit tests and :data:`BESIDE` by module on whichever worker is free (module
     docstring)."""
     from xdist.scheduler import LoadScopeScheduling
-
-    # work units in collection order, not largest first: the real-component worker takes its one unit, the
-    # other worker the BESIDE modules (collected before tests/unit) while the real-component worker trains,
-    # then the unit tests
-    config.option.loadscopereorder = False
 
     class RealComponentsApart(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
