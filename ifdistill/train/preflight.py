@@ -110,7 +110,8 @@ def check_ranges(cfg: DictConfig) -> list[str]:
 
 
 def check_target_keys(node: Any, name: str) -> list[str]:
-    """Keys of ``node`` that its ``_target_``'s constructor does not accept (none if it takes **kwargs)."""
+    """Keys of ``node`` that its ``_target_``'s constructor does not accept (none if it takes **kwargs);
+    a method's data keys (:meth:`~ifdistill.train.method.MethodHooks.data_keys`) are the data layer's."""
     if not OmegaConf.is_dict(node) or not node.get("_target_"):
         return []
     from hydra.utils import get_object
@@ -122,7 +123,10 @@ def check_target_keys(node: Any, name: str) -> list[str]:
     params = inspect.signature(target.__init__ if inspect.isclass(target) else target).parameters
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
         return []
-    unknown = sorted(set(map(str, node.keys())) - set(params) - _HYDRA_KEYS)
+    from ifdistill.train.method import MethodHooks
+
+    read_elsewhere = set(target.data_keys()) if inspect.isclass(target) and issubclass(target, MethodHooks) else set()
+    unknown = sorted(set(map(str, node.keys())) - set(params) - _HYDRA_KEYS - read_elsewhere)
     if not unknown:
         return []
     known = sorted(k for k in params if k != "self")

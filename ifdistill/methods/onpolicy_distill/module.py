@@ -2,7 +2,8 @@
 
 Per training micro-batch, each example is trained on the student's sample instead of its gold
 completion with probability ``lmbda`` (GKD's lambda; ``lmbda=0`` *is* off-policy distillation, the
-batch and objective untouched). The student samples from the prompt alone (``generation``: temperature,
+batch and objective untouched -- with ``kl=sampled``, off-policy distillation with ``kl=reverse``,
+below). The student samples from the prompt alone (``generation``: temperature,
 top-p, max new tokens; the evaluator's stop tokens); the teacher reads the same sample after its own
 view of the prompt: ``k`` demonstrations drawn as for off-policy distillation and/or, with ``own_demo``,
 the example's own gold conversation as the last demonstration (self-distillation fine-tuning). Batch
@@ -14,15 +15,20 @@ Teacher (``teacher=``): ``frozen_initial`` (LoRA: the adapter disabled; full fin
 
 Objective over the completion tokens (sampled or gold), token ``c`` of a completion counted when
 ``c >= skip_tokens``: ``kd_ratio * sum D(teacher, student) + (1 - kd_ratio) * sum CE(gold rows)``,
-divided by the counted tokens of the whole optimizer step -- known only after sampling, so the base
-class normalises the summed gradients just before the optimizer steps
+both sums over counted tokens only (a skipped token is neither trained nor counted), divided by the
+counted tokens of the whole optimizer step -- known only after sampling, so the base class normalises
+the summed gradients just before the optimizer steps
 (:attr:`~ifdistill.train.method.MethodHooks.normalise_after_backward`). ``kl`` names the divergence
-(:mod:`.divergences`: ``forward``, ``reverse``, ``jsd`` with ``beta``, or the ``sampled``-token
-estimator); the full-vocabulary ones run through the chunked LM head as off-policy distillation does.
+(:mod:`.divergences`: ``forward``, ``reverse``, ``jsd`` with ``beta``, each optionally on the
+teacher's ``topk``, or the ``sampled``-token estimator); the full-vocabulary ones run through the
+chunked LM head as off-policy distillation does. ``sampled`` applies to sampled rows only: gold rows
+get the full-vocabulary reverse KL, the quantity it estimates, and ``train/kd`` logs the estimate,
+never the score-function surrogate (:mod:`.checks`: why, and the sampling settings it refuses).
 
 Samples come from HF generation with the training model (``engine=hf``, :mod:`.sampling`) or from a
 vLLM engine colocated with training (``engine=vllm``, :mod:`.vllm_engine`: the LoRA adapter or the full
-weights pushed to it every ``sync_every`` optimizer steps).
+weights pushed to it every ``sync_every`` optimizer steps; ``sync_every > 1`` samples from weights up to
+``sync_every - 1`` steps old, which biases the ``sampled`` estimator: :mod:`.checks`).
 
 Monitoring (:mod:`.monitoring`): sampled length, the share of samples that end with a stop token (the
 rest hit ``max_new_tokens``), the divergence and both entropies per logging interval; a table of a few
@@ -34,20 +40,20 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 import torch
 
 from ifdistill.data.records import Example
 from ifdistill.methods.distill.module import ICLDistillModule
+from ifdistill.methods.onpolicy_distill.checks import setting_problems
 from ifdistill.methods.onpolicy_distill.divergences import KINDS, token_divergence
 from ifdistill.methods.onpolicy_distill.monitoring import GEN_KEYS, SampleMonitor
 from ifdistill.methods.onpolicy_distill.sampling import HFSampler, Sample, SamplingSettings, prompts, with_samples
 from ifdistill.train.losses import IGNORE_INDEX, ce_kd_with_stats, token_stats
 
 log = logging.getLogger(__name__)
-ENGINES = ("hf", "vllm")
 
 
 def own_demo(example: Example) -> list[Example]:
@@ -65,20 +71,28 @@ class OnPolicyDistillModule(ICLDistillModule):
 
     def __init__(self, model: Mapping[str, Any], peft: Optional[Mapping[str, Any]] = None,
                  optim: Optional[Mapping[str, Any]] = None, *, lmbda: float = 0.5, kl: str = "reverse",
-                 kd_ratio: float = 1.0, teacher: str = "frozen_initial", ema_decay: float = 0.99,
-                 skip_tokens: int = 0, generation: Optional[Mapping[str, Any]] = None,
-                 stop_token_ids: tuple[int, ...] = (), sample_table_every: int = 50, sample_table_rows: int = 4,
-                 min_eos_rate: float = 0.0, eos_patience: int = 3, on_eos_collapse: str = "warn",
-                 engine: str = "hf", sync_every: int = 1, vllm: Optional[Mapping[str, Any]] = None, **kwargs: Any):
-        if not 0.0 <= lmbda <= 1.0:
-            raise ValueError(f"method.lmbda must be in [0, 1], got {lmbda}")
-        if not 0.0 <= ema_decay < 1.0:
-            raise ValueError(f"method.ema_decay must be in [0, 1), got {ema_decay}")
-        if skip_tokens < 0:
-            raise ValueError(f"method.skip_tokens must be >= 0, got {skip_tokens}")
-        if engine not in ENGINES:
-            raise ValueError(f"method.engine must be one of {ENGINES}, got {engine!r}")
-        super().__init__(model, peft, optim, kl=kl, kd_ratio=kd_ratio, teacher=teacher, **kwargs)
+                 kd_ratio: float = 1.0, beta: float = 0.5, temperature: float = 1.0, topk: Optional[int] = None,
+                 teacher: str = "frozen_initial", ema_decay: float = 0.99, skip_tokens: int = 0,
+                 generation: Optional[Mapping[str, Any]] = None, stop_token_ids: tuple[int, ...] = (),
+                 sample_table_every: int = 50, sample_table_rows: int = 4, min_eos_rate: float = 0.0,
+                 eos_patience: int = 3, on_eos_collapse: str = "warn", engine: str = "hf", sync_every: int = 1,
+                 vllm: Optional[Mapping[str, Any]] = None, seed: int = 42, val_names: Sequence[str] = ("heldout",),
+                 dtype: Optional[str] = None, gradient_checkpointing: bool = False,
+                 attn_implementation: Optional[str] = None, validate_at_start: bool = False,
+                 logit_chunk_size: Optional[int] = None, drift_from_base: bool = False):
+        # every key of conf/method/onpolicy_distill.yaml but the data layer's is an argument here, and
+        # there is no **kwargs: preflight refuses any other key against this signature (a typo, or an
+        # off-policy setting this method does not use) before a run directory exists
+        problems = setting_problems(dict(lmbda=lmbda, kl=kl, ema_decay=ema_decay, skip_tokens=skip_tokens,
+                                         engine=engine, sync_every=sync_every, temperature=temperature, topk=topk,
+                                         generation=generation or {}))
+        if problems:
+            raise ValueError("; ".join(problems))
+        super().__init__(model, peft, optim, kl=kl, kd_ratio=kd_ratio, beta=beta, temperature=temperature, topk=topk,
+                         teacher=teacher, seed=seed, val_names=val_names, dtype=dtype,
+                         gradient_checkpointing=gradient_checkpointing, attn_implementation=attn_implementation,
+                         validate_at_start=validate_at_start, logit_chunk_size=logit_chunk_size,
+                         drift_from_base=drift_from_base)
         self.lmbda, self.ema_decay, self.skip_tokens = float(lmbda), float(ema_decay), int(skip_tokens)
         self.sampling = SamplingSettings(**(generation or {}))
         if teacher == "ema":
@@ -100,7 +114,7 @@ class OnPolicyDistillModule(ICLDistillModule):
             options = dict(vllm or {})
             self.sampler = VLLMSampler(self, model_dir, self.stop_ids, self.sampling, sync_every=sync_every,
                                        max_model_len=int(options.pop("max_model_len", 2048)), runtime=options,
-                                       seed=int(kwargs.get("seed", 42)))
+                                       seed=int(seed))
         self.monitor = SampleMonitor(self.tokenizer, table_every=sample_table_every, table_rows=sample_table_rows,
                                      min_eos_rate=min_eos_rate, patience=eos_patience, action=on_eos_collapse)
 
@@ -111,18 +125,18 @@ class OnPolicyDistillModule(ICLDistillModule):
 
     @classmethod
     def teacher_views(cls, method: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
-        return {"k": method.get("k", 0), "demos": method.get("demos", "per_example"),
+        return {"k": method.get("k", 4), "demos": method.get("demos", "per_example"),
                 "extra_demos": own_demo if method.get("own_demo", False) else None}
 
     @classmethod
     def config_problems(cls, method: Mapping[str, Any], cfg: Any) -> list[str]:
         from omegaconf import OmegaConf
 
-        problems = []
+        problems = setting_problems(method)
         if method.get("teacher_source", "online") != "online":
             problems.append("method=onpolicy_distill: teacher_source must be online (a sample is new every step, "
                             "no cached view can serve it)")
-        if (int(method.get("k", 0)) > 0 or method.get("own_demo")) and method.get("demos") != "per_example":
+        if (int(method.get("k", 4)) > 0 or method.get("own_demo")) and method.get("demos", "per_example") != "per_example":
             problems.append("method=onpolicy_distill needs method.demos=per_example (the teacher's view is rebuilt "
                             "around each sample)")
         node = OmegaConf.select(cfg, "trainer.strategy", default="")
@@ -170,19 +184,27 @@ class OnPolicyDistillModule(ICLDistillModule):
 
     def onpolicy_loss(self, s_logits: torch.Tensor, packed: torch.Tensor,
                       t_logits: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """``kd_ratio * sum D + (1 - kd_ratio) * sum CE(gold)`` over one chunk of completion tokens, and its sums."""
+        """``kd_ratio * sum D + (1 - kd_ratio) * sum CE(gold)`` over the counted tokens of one chunk of
+        completion tokens, and its sums (module docstring). ``packed``: target, gold row, counted."""
         y, gold, counted = packed.unbind(-1)
-        if self.kd["kind"] != "sampled" and bool(gold.all()) and bool(counted.all()):
+        gold, counted, kd, kind = gold.bool(), counted.bool(), self.kd, self.kd["kind"]
+        if kind != "sampled" and bool(gold.all()) and bool(counted.all()):
             return self.loss_from_logits(s_logits, y, t_logits)  # off-policy distillation's own objective
         ignore = torch.full_like(y, IGNORE_INDEX)
-        kd_labels, ce_labels = torch.where(counted.bool(), y, ignore), torch.where(gold.bool(), y, ignore)
-        kd_loss, kd_value = token_divergence(s_logits, t_logits, kd_labels, kind=self.kd["kind"], beta=self.kd["beta"],
-                                             temperature=self.kd["temperature"], reduction="sum")
+        kd_labels, ce_labels = torch.where(counted, y, ignore), torch.where(gold & counted, y, ignore)
+        if kind == "sampled":  # the estimator on sampled rows, the reverse KL it estimates on gold rows
+            on = torch.where(counted & ~gold, y, ignore)
+            on_loss, on_value = token_divergence(s_logits, t_logits, on, kind="sampled", reduction="sum")
+            off_loss, off_value = token_divergence(s_logits, t_logits, ce_labels, kind="reverse", reduction="sum")
+            kd_loss, kd_value = on_loss + off_loss, on_value + off_value
+        else:
+            kd_loss, kd_value = token_divergence(s_logits, t_logits, kd_labels, kind=kind, beta=kd["beta"],
+                                                 temperature=kd["temperature"], topk=kd["topk"], reduction="sum")
         ce, ce_stats = ce_kd_with_stats(s_logits, ce_labels)
         stats = token_stats(s_logits, kd_labels)
         stats.update({"kd": kd_value.detach(), "ce": ce_stats["nll"]})
         stats.update({"teacher_" + k: v for k, v in token_stats(t_logits, kd_labels).items()})
-        r = self.kd["kd_ratio"]
+        r = kd["kd_ratio"]
         return r * kd_loss + (1.0 - r) * ce, stats
 
     # -- the EMA teacher, logging -------------------------------------------------------------------

@@ -9,7 +9,10 @@ model. Every ``sync_every`` optimizer steps the training weights are pushed to i
   the prefix cache, keyed by token ids only, is cleared.
 
 Between syncs the engine samples with weights ``staleness`` optimizer steps old (``sync_every=1``:
-strictly on-policy, staleness 0), which the monitoring logs (``onpolicy/staleness_steps``). Samples
+strictly on-policy, staleness 0), which the monitoring logs (``onpolicy/staleness_steps``). Stale
+samples are not the student's own: ``kl=sampled`` (whose estimate and gradient hold for ``y ~ p_s`` only)
+is then biased, by more the more the weights moved since the push; the full-vocabulary divergences
+only visit prefixes of an older policy (:mod:`.checks`). Samples
 go through the same stop rule and :class:`~ifdistill.methods.onpolicy_distill.sampling.Sample` as HF
 generation's.
 """

@@ -26,6 +26,7 @@ def _grads(module):
 
 @pytest.mark.parametrize("kl", ["forward", "reverse"])
 def test_lambda_zero_is_off_policy_distillation(icl_items, tiny_tokenizer, kl):
+    """(kl=sampled: test_a_gold_chunk_under_the_sampled_estimator_is_off_policy_reverse_kl)"""
     off = ICLDistillModule(TINY, LORA, kd_ratio=0.5, kl=kl)
     perturb_lora(off)
     on = OnPolicyDistillModule(TINY, LORA, kd_ratio=0.5, kl=kl, lmbda=0.0, generation=FAST)
@@ -167,6 +168,44 @@ def test_settings_the_method_refuses():
     assert "trainer.devices=1" in OnPolicyDistillModule.config_problems({"engine": "vllm"}, two)[0]
 
 
+@pytest.mark.parametrize("generation", [{"temperature": 0.7}, {"top_p": 0.9}, {"greedy": True}])
+def test_sampling_that_is_not_the_students_own_is_refused_for_the_sampled_estimator(generation):
+    """The sampled estimator holds for y ~ p_s only; the full-vocabulary divergences take any prefixes."""
+    cfg = OmegaConf.create({})
+    (line,) = OnPolicyDistillModule.config_problems({"kl": "sampled", "generation": generation}, cfg)
+    key, value = next(iter(generation.items()))
+    assert f"{key}={value}" in line and "biased" in line and "kl=reverse" in line
+    assert OnPolicyDistillModule.config_problems({"kl": "reverse", "generation": generation}, cfg) == []
+    with pytest.raises(ValueError, match=f"{key}={value}"):
+        OnPolicyDistillModule(TINY, LORA, kl="sampled", generation=generation)
+
+
+def test_method_keys_that_a_path_would_ignore_are_refused():
+    cfg = OmegaConf.create({})
+    (top_k,) = OnPolicyDistillModule.config_problems({"kl": "reverse", "generation": {"top_k": 20}}, cfg)
+    assert "method.generation: unknown key top_k" in top_k
+    (topk,) = OnPolicyDistillModule.config_problems({"kl": "sampled", "topk": 5}, cfg)
+    assert "method.topk" in topk and OnPolicyDistillModule.config_problems({"kl": "jsd", "topk": 5}, cfg) == []
+    (temperature,) = OnPolicyDistillModule.config_problems({"kl": "sampled", "temperature": 2.0}, cfg)
+    assert "method.temperature=1" in temperature
+
+
+def test_an_unknown_or_refused_key_stops_training_before_its_run_directory(tmp_path):
+    """Preflight checks the section against the constructor's signature (no **kwargs): one line each."""
+    from ifdistill.train.preflight import PreflightError, preflight
+    from ifdistill.train.run import train
+    from tests.unit.train.test_preflight import cfg_of
+
+    for overrides, names in ((["+method.kdratio=0.3"], "method: unknown key kdratio for"),
+                             (["+method.teacher_source=cache"], "teacher_source must be online"),
+                             (["method.kl=sampled", "method.generation.temperature=0.7"], "temperature=0.7")):
+        with pytest.raises(PreflightError) as err:
+            train(cfg_of("method=onpolicy_distill", f"paths.output_root={tmp_path}", *overrides))
+        assert names in str(err.value) and "\n" not in str(err.value)
+    assert list(tmp_path.iterdir()) == []
+    preflight(cfg_of("method=onpolicy_distill", "+method.topk=8", "method.own_demo=true"), check_model=False)
+
+
 def test_normalising_after_backward_trains_as_the_precomputed_token_count():
     """One SGD step of 2 x 2 accumulated micro-batches: the on-policy method (lmbda = 0, its gradients
     divided by the step's tokens after the last backward) moves the weights as off-policy distillation
@@ -235,3 +274,115 @@ def test_the_monitor_logs_samples_and_stops_when_samples_stop_ending(tiny_tokeni
     assert key == "onpolicy/samples" and len(rows) == 2 and rows[0][1] == tiny_tokenizer.decode([5, 6])
     monitor.metrics(sums, trainer, [logger])  # a second interval under min_eos_rate: patience reached
     assert trainer.should_stop and monitor.collapsed
+
+
+# -- the objective of one chunk (OnPolicyDistillModule.onpolicy_loss) against written float64 formulas --
+@pytest.fixture(scope="module")
+def loss_module():
+    """``onpolicy_loss`` reads the module's ``kd`` settings only; each test sets them."""
+    return OnPolicyDistillModule(TINY, LORA, generation=FAST)
+
+
+def _chunk(n: int = 12, v: int = 11, seed: int = 5):
+    """Student and teacher logits (float64 masters), targets, and the gold and counted masks of 3 rows of
+    4 tokens: rows 0 and 2 gold, row 1 sampled; the first token of each row not counted (skip_tokens=1)."""
+    g = torch.Generator().manual_seed(seed)
+    s, t = (torch.randn(n, v, generator=g, dtype=torch.float64) * 2 for _ in range(2))
+    y = torch.randint(0, v, (n,), generator=g)
+    row, col = torch.arange(n) // 4, torch.arange(n) % 4
+    return s, t, y, row != 1, col >= 1
+
+
+def _run(module, s, t, y, gold, counted, **kd):
+    module.kd.update(dict(beta=0.5, temperature=1.0, topk=None) | kd)
+    s32 = s.float().requires_grad_(True)
+    packed = torch.stack([y, gold.long(), counted.long()], dim=-1)
+    loss, stats = module.onpolicy_loss(s32, packed, t.float())
+    loss.backward()
+    return loss, stats, s32.grad.double()
+
+
+def _expected(kind, s, t, y, gold, counted, r, topk=None):
+    """``r * (sum D over counted tokens) + (1 - r) * sum CE over counted gold tokens`` in float64, with
+    autograd's gradient, and the divergence as logged. ``sampled``: the score-function surrogate on
+    sampled tokens, the full reverse KL on gold ones; logged, the estimate ``log p_s(y) - log p_t(y)``."""
+    s = s.clone().requires_grad_(True)
+    sk, tk = s, t
+    if topk is not None:  # both renormalised on the teacher's top-k support
+        idx = t.topk(topk, dim=-1).indices
+        sk, tk = s.gather(-1, idx), t.gather(-1, idx)
+    if kind == "sampled":
+        d = torch.where(gold, _formula("reverse", s, t, y, 0.5), _formula("sampled", s, t, y, 0.5))
+        log_ratio = (torch.softmax(s, -1).log() - torch.softmax(t, -1).log()).gather(-1, y[:, None])[:, 0]
+        logged = torch.where(gold, _formula("reverse", s, t, y, 0.5), log_ratio).detach()
+    else:
+        d = _formula(kind, sk, tk, y, 0.5)
+        logged = d.detach()
+    ce = -torch.softmax(s, -1).log().gather(-1, y[:, None])[:, 0]
+    loss = r * d[counted].sum() + (1 - r) * ce[counted & gold].sum()
+    loss.backward()
+    value = r * logged[counted].sum() + (1 - r) * ce.detach()[counted & gold].sum()
+    scale = (r * logged.abs()[counted].sum() + (1 - r) * ce.detach()[counted & gold].sum()).item()
+    return value.item(), logged[counted].sum().item(), s.grad, scale
+
+
+@pytest.mark.parametrize("kind", ["forward", "reverse", "jsd", "sampled"])
+def test_skipped_tokens_are_neither_trained_nor_counted_by_any_term(loss_module, kind):
+    """skip_tokens leaves a token out of the divergence, of the CE on gold rows and of the token count."""
+    s, t, y, gold, counted = _chunk()
+    loss, stats, grad = _run(loss_module, s, t, y, gold, counted, kind=kind, kd_ratio=0.5)
+    value, kd, expected_grad, scale = _expected(kind, s, t, y, gold, counted, 0.5)
+    # float32 log-softmaxes of O(1) logits over V = 11: ~1e-7 relative error per term, so 1e-5 of the
+    # terms' summed magnitude bounds a sum of 12; a wrongly included term is off by O(0.1..1)
+    assert loss.item() == pytest.approx(value, abs=1e-5 * scale)
+    assert stats["kd"].item() == pytest.approx(kd, abs=1e-5 * scale)
+    assert stats["count"].item() == counted.sum().item() == 9
+    assert torch.allclose(grad, expected_grad, rtol=0, atol=1e-5 * expected_grad.abs().max().item())
+    assert grad[~counted].abs().max().item() == 0.0  # a skipped token: no gradient from the CE term either
+
+
+def test_gold_rows_get_the_reverse_kl_and_train_kd_logs_the_estimate(loss_module):
+    """kl=sampled on a chunk with gold and sampled rows: the loss's value and ``train/kd``'s sum are the
+    KL estimate (not the surrogate, whose value is estimate x log p_s); the gradient is the surrogate's
+    on sampled tokens and the reverse KL's on gold ones."""
+    s, t, y, gold, counted = _chunk(seed=8)
+    everything = torch.ones_like(counted)
+    loss, stats, grad = _run(loss_module, s, t, y, gold, everything, kind="sampled", kd_ratio=1.0)
+    value, kd, expected_grad, scale = _expected("sampled", s, t, y, gold, everything, 1.0)
+    surrogate = (_formula("sampled", s, t, y, 0.5)[~gold].sum() + _formula("reverse", s, t, y, 0.5)[gold].sum()).item()
+    assert abs(surrogate - value) > 1e3 * 1e-5 * scale  # the two readings differ far beyond the tolerance
+    # tolerances as in the test above
+    assert loss.item() == pytest.approx(value, abs=1e-5 * scale) and stats["kd"].item() == pytest.approx(kd, abs=1e-5 * scale)
+    assert torch.allclose(grad, expected_grad, rtol=0, atol=1e-5 * expected_grad.abs().max().item())
+    # on gold rows the surrogate's gradient (a squared log-ratio's) differs from the reverse KL's by O(1)
+    master = s.clone().requires_grad_(True)
+    _formula("sampled", master, t, y, 0.5)[gold].sum().backward()
+    assert (master.grad - expected_grad)[gold].abs().max() > 1e3 * 1e-5 * expected_grad.abs().max()
+
+
+@pytest.mark.parametrize("kind", ["forward", "reverse", "jsd"])
+def test_topk_applies_whether_or_not_a_row_is_sampled(loss_module, kind):
+    """The same tokens through the all-gold path (off-policy distillation's objective) and the mixed path
+    (a sampled row): one value, the top-k formula's."""
+    s, t, y, gold, _ = _chunk(seed=11)
+    everything = torch.ones_like(gold)
+    value, _, expected_grad, scale = _expected(kind, s, t, y, gold, everything, 1.0, topk=3)
+    full = _expected(kind, s, t, y, gold, everything, 1.0)[0]
+    assert abs(full - value) > 1e3 * 1e-5 * scale  # top-k changes the value far beyond the tolerance
+    for rows_gold in (everything, gold):
+        loss, stats, grad = _run(loss_module, s, t, y, rows_gold, everything, kind=kind, kd_ratio=1.0, topk=3)
+        # tolerances as in the tests above
+        assert loss.item() == pytest.approx(value, abs=1e-5 * scale)
+        assert torch.allclose(grad, expected_grad, rtol=0, atol=1e-5 * expected_grad.abs().max().item())
+
+
+def test_a_gold_chunk_under_the_sampled_estimator_is_off_policy_reverse_kl(loss_module):
+    """``lmbda=0`` with kl=sampled: every row is gold, and gold rows never get the estimator (their tokens
+    were not drawn from the student) but the reverse KL it estimates -- off-policy distillation's
+    kl=reverse objective, as ``lmbda=0`` leaves the batch untouched for every kl (the test above)."""
+    s, t, y, gold, _ = _chunk(seed=13)
+    everything = torch.ones_like(gold)
+    on = _run(loss_module, s, t, y, everything, everything, kind="sampled", kd_ratio=0.5)
+    off = _run(loss_module, s, t, y, everything, everything, kind="reverse", kd_ratio=0.5)  # loss_from_logits
+    # the same functions on the same tokens, plus the estimator's sum over no token (an exact 0)
+    assert torch.equal(on[0], off[0]) and torch.equal(on[1]["kd"], off[1]["kd"]) and torch.equal(on[2], off[2])
