@@ -45,7 +45,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
 import torch
@@ -82,7 +82,11 @@ class ICLDistillModule(SFTModule):
                  teacher_model: Optional[Mapping[str, Any]] = None, topk: Optional[int] = None,
                  teacher_source: str = "online", cache_dir: Optional[str] = None, cache_k: int = 64,
                  cache_batch_size: int = 1, cache_views_per_shard: int = 64, cache_claim_expiry_s: float = 300.0,
-                 **kwargs: Any):
+                 seed: int = 42, val_names: Sequence[str] = ("heldout",), dtype: Optional[str] = None,
+                 gradient_checkpointing: bool = False, attn_implementation: Optional[str] = None,
+                 validate_at_start: bool = False, logit_chunk_size: Optional[int] = None, drift_from_base: bool = False):
+        # SFTModule's arguments by name, no **kwargs: preflight checks the method section against this
+        # signature, so an unknown key is refused before a run directory exists
         from ifdistill.methods.distill.teacher_pass_runner import TEACHER_SOURCES, cache_refusal
 
         built = time.perf_counter()  # the run's time, for the pass's share of it, counts the model's loading
@@ -101,7 +105,10 @@ class ICLDistillModule(SFTModule):
             raise ValueError(refusal)
         if teacher_source == "cache" and not cache_dir:
             raise ValueError("method.teacher_source=cache needs method.cache_dir")
-        super().__init__(model, peft, optim, **kwargs)
+        super().__init__(model, peft, optim, seed=seed, val_names=val_names, dtype=dtype,
+                         gradient_checkpointing=gradient_checkpointing, attn_implementation=attn_implementation,
+                         validate_at_start=validate_at_start, logit_chunk_size=logit_chunk_size,
+                         drift_from_base=drift_from_base)
         self.save_hyperparameters()
         self.kd = dict(kd_ratio=float(kd_ratio), kind=kl, beta=float(beta), temperature=float(temperature),
                        topk=int(topk) if topk else None)
@@ -109,8 +116,8 @@ class ICLDistillModule(SFTModule):
         self._frozen: list[SelectiveLM] = []  # a list: hidden from the module tree on purpose
         if teacher == "separate":
             self._frozen.append(self._freeze(SelectiveLM(build_model(
-                teacher_model, None, dtype=kwargs.get("dtype") or teacher_model.get("dtype"),
-                attn_implementation=kwargs.get("attn_implementation", "sdpa"), trainable=False))))
+                teacher_model, None, dtype=dtype or teacher_model.get("dtype"),
+                attn_implementation=attn_implementation or "sdpa", trainable=False))))
         elif teacher == "frozen_initial" and not is_peft(self.model):
             self._frozen.append(self._freeze(copy.deepcopy(self.lm)))
         self.teacher_source, self.cache_batch_size = teacher_source, int(cache_batch_size)

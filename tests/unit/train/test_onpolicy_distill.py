@@ -202,6 +202,8 @@ def test_an_unknown_or_refused_key_stops_training_before_its_run_directory(tmp_p
         with pytest.raises(PreflightError) as err:
             train(cfg_of("method=onpolicy_distill", f"paths.output_root={tmp_path}", *overrides))
         assert names in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(PreflightError, match="method: unknown key kdratio for"):  # off-policy's section too
+        train(cfg_of("method=distill", f"paths.output_root={tmp_path}", "+method.kdratio=0.3"))
     assert list(tmp_path.iterdir()) == []
     preflight(cfg_of("method=onpolicy_distill", "+method.topk=8", "method.own_demo=true"), check_model=False)
 
