@@ -13,8 +13,9 @@ only when ``y ~ p_s``, the student's own next-token distribution. Hence, with ``
   draw ``y`` from another distribution ``q`` (a softened, truncated or deterministic ``p_s``), which
   biases both the estimate and its gradient. Importance weights ``p_s(y) / q(y)`` are not offered:
   ``top_p`` and greedy decoding give ``q(y) = 0`` where ``p_s(y) > 0`` (no weight corrects a token that
-  is never drawn), and a temperature's weights are unbounded. ``kl=reverse`` takes the exact reverse KL
-  at every position of such samples instead. ``top_k`` is not a setting: both engines sample without it.
+  is never drawn), and below temperature 1 the weight ``p_s(y) / q(y)`` grows without bound as ``p_s(y)``
+  falls (a high-variance estimate). ``kl=reverse`` takes the exact reverse KL at every position of such
+  samples instead. ``top_k`` is not a setting: both engines sample without it.
 - ``temperature != 1`` (of the divergence) is refused: the estimator is taken at the sampling
   distribution.
 - ``topk`` is refused: the estimator reads the student's and the teacher's full-vocabulary
