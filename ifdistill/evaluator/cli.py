@@ -20,6 +20,7 @@ from typing import Optional, Sequence
 import hydra
 from omegaconf import DictConfig
 
+from ifdistill.command_line import compose, one_line, refuse_bad_overrides
 from ifdistill.evaluator.launch import clean_environment
 
 log = logging.getLogger("ifdistill.evaluator")
@@ -69,22 +70,8 @@ def compose_config(overrides: Sequence[str] = (), *, output_dir: Optional[str] =
     """The ``ifdistill-eval`` config with command-line style ``overrides``, without running Hydra's app
     (tests, benchmarks, notebooks). ``${hydra:...}`` is unavailable here, so ``output_dir`` (or an
     ``output_dir=...`` override) names the result directory."""
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-
-    GlobalHydra.instance().clear()
     extra = [f"paths.output_dir={output_dir}"] if output_dir is not None else []
-    with initialize_config_module("ifdistill.conf", version_base="1.3"):
-        return compose("eval", overrides=[*extra, *overrides])
-
-
-def one_line(err: BaseException) -> str:
-    """An error as one line: its first line, and the key OmegaConf names on a later one (``full_key: ...``)."""
-    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
-    key = next((line.removeprefix("full_key:").strip() for line in lines[1:] if line.startswith("full_key:")), "")
-    text = (lines[0] if lines else type(err).__name__) + (f" (key {key})" if key and key not in lines[0] else "")
-    cause = err.__cause__
-    return f"{text.rstrip('.')}: {one_line(cause)}" if cause is not None and str(cause).strip() else text
+    return compose("eval", [*extra, *overrides])
 
 
 def _refuse(err: BaseException) -> None:
@@ -92,25 +79,9 @@ def _refuse(err: BaseException) -> None:
     sys.exit(2)
 
 
-def _check_overrides(argv: Sequence[str]) -> None:
-    """Compose the config from the command line's overrides before Hydra runs the app: an unknown key, an
-    unknown config (``eval=nosuch``) or an override that does not parse is one line and exit 2 rather than
-    Hydra's report and exit 1. Hydra's own flags (``--help``, ``-m``, ...) are left to Hydra."""
-    if any(a.startswith("-") for a in argv):
-        return
-    try:
-        compose_config(argv)
-    except Exception as err:  # noqa: BLE001 - hydra's and omegaconf's composition errors, whatever their class
-        _refuse(err)
-    finally:
-        from hydra.core.global_hydra import GlobalHydra
-
-        GlobalHydra.instance().clear()
-
-
 def main() -> None:
     clean_environment(os.environ)
-    _check_overrides(sys.argv[1:])
+    refuse_bad_overrides("ifdistill-eval", "eval", sys.argv[1:])
     _app()
 
 

@@ -26,6 +26,7 @@ import hydra
 from omegaconf import DictConfig
 
 import ifdistill.conf
+from ifdistill.command_line import refuse_bad_overrides
 from ifdistill.sweeps import jobs_share_process
 
 CONFIG_DIR = str(Path(ifdistill.conf.__file__).resolve().parent)
@@ -55,8 +56,15 @@ def diverged() -> tuple[type[BaseException], ...]:
     return (module.TrainingDiverged,) if module is not None else ()
 
 
+def main() -> None:
+    """The console script: the command line's overrides composed first (a mistake in a group option, key or
+    value is one line, exit 2, before Hydra starts: :mod:`ifdistill.command_line`), then Hydra's app."""
+    refuse_bad_overrides("ifdistill-train", "train", sys.argv[1:])
+    _app()
+
+
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
-def main(cfg: DictConfig) -> None:
+def _app(cfg: DictConfig) -> None:
     try:
         _main(cfg)
     except diverged() as err:  # recorded in the run directory already; one line on rank 0, exit 3

@@ -1,0 +1,39 @@
+"""A composition mistake on ifdistill-train's command line is one line and exit 2, before Hydra or a run
+directory exists; a sweep's other values are composed too (ifdistill/command_line.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ifdistill.command_line import jobs_to_check
+
+TRAIN = Path(sys.executable).parent / "ifdistill-train"
+
+
+def test_a_sweep_is_checked_by_its_first_job_and_each_other_value_once():
+    argv = ["-m", "method=sft,distill", "data.replay_ratio=0,0.5", "seed=1"]
+    assert jobs_to_check(argv) == [
+        ["method=sft", "data.replay_ratio=0", "seed=1"],
+        ["method=distill", "data.replay_ratio=0", "seed=1"],
+        ["method=sft", "data.replay_ratio=0.5", "seed=1"],
+    ]
+    assert jobs_to_check(["method=sft", "+method.kd_ratio=0.5"]) == [["method=sft", "+method.kd_ratio=0.5"]]
+    assert jobs_to_check(["--cfg", "job"]) == []  # Hydra's own flags are Hydra's
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["method=sftt"], "Could not find 'method/sftt'"),
+    (["-m", "method=sft,sftt"], "Could not find 'method/sftt'"),
+    (["nosuchkey=1"], "Key 'nosuchkey' is not in struct"),
+    (["model.nosuch=1"], "Could not override 'model.nosuch'"),
+    (["method.kd_ratio=0.5"], "Could not override 'method.kd_ratio'"),  # SFT's section has no such key
+])
+def test_a_composition_mistake_is_one_line_exit_2_and_creates_nothing(tmp_path, argv, says):
+    done = subprocess.run([str(TRAIN), *argv], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("ifdistill-train: error: ") and says in done.stderr
+    assert list(tmp_path.iterdir()) == []  # no Hydra job folder, no run directory
