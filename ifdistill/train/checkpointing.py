@@ -24,7 +24,6 @@ gathered with DeepSpeed's ``zero_to_fp32``, FSDP2's with ``dcp_to_torch_save``).
 
 from __future__ import annotations
 
-import errno
 import io
 import logging
 import os
@@ -147,11 +146,14 @@ def _fsync_dir(path: Path) -> None:
 
 
 def write_error(path: Path, err: OSError) -> CheckpointWriteError:
-    """One line for a failed checkpoint write; a full disk says how much space is left there."""
-    if err.errno in (errno.ENOSPC, errno.EDQUOT):
-        free = shutil.disk_usage(path.parent).free
-        text = (f"no space left to write checkpoint {path} ({free / 2**20:.1f} MiB free on that filesystem); "
-                "free space and re-run the same command to resume from the last complete checkpoint")
+    """One line for a failed checkpoint write; a full disk or a refused write says how much space is left
+    there (:func:`ifdistill.write_failures.failure_line`)."""
+    from ifdistill.write_failures import cause, failure_line
+
+    found = cause(err)
+    if found is not None:
+        text = failure_line(path, "checkpoint", found[0], found[1],
+                            then="re-run the same command to resume from the last complete checkpoint")
     else:
         text = f"could not write checkpoint {path}: {err.strerror or err}"
     out = CheckpointWriteError(text)  # one argument: str() is the line itself, without "[Errno 28]"
