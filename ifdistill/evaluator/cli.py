@@ -123,7 +123,10 @@ def _check_overrides(argv: Sequence[str]) -> None:
 
 
 def main() -> None:
+    from ifdistill.config import LAUNCH_ID_ENV
+
     clean_environment(os.environ)
+    os.environ.pop(LAUNCH_ID_ENV, None)  # an evaluation started from a training job is a launch of its own
     _check_overrides(sys.argv[1:])
     _app()
 
