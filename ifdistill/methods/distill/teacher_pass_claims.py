@@ -34,7 +34,6 @@ import dataclasses
 import json
 import logging
 import os
-import socket
 import threading
 import time
 import uuid
@@ -63,7 +62,8 @@ class Claim:
 class ClaimBoard:
     """This job's claims in one cache folder, its heartbeat, and its view of the other jobs' claims.
 
-    Use as a context manager around a pass: entering writes the owner file and starts the heartbeat,
+    Use as a context manager around a pass: entering removes what writers of this host that are gone left
+    (:func:`~ifdistill.methods.distill.teacher_cache_clean.clean`), writes the owner file and starts the heartbeat,
     leaving releases what is still held (a failed pass frees its views at once) and removes the owner file.
     """
 
@@ -77,8 +77,8 @@ class ClaimBoard:
         self.poll_s = min(2.0, self.expiry_s / 8)  # how often a waiting job looks again
         self.report_s = report_s  # how often a waiting job says what it waits for
         self.clock = clock
-        self.owner = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.me = me()
+        self.owner = f"{self.me['host']}-{self.me['pid']}-{self.me['start']}-{uuid.uuid4().hex[:8]}"
         self.taken: set[str] = set()  # views this job took over from an expired claim
         self._held: dict[str, Path] = {}
         self._owners_seen: dict[str, str] = {}  # claim file name -> owner (a claim's content never changes)
@@ -92,6 +92,9 @@ class ClaimBoard:
     def __enter__(self) -> "ClaimBoard":
         self.claims.mkdir(parents=True, exist_ok=True)
         self.owners.mkdir(parents=True, exist_ok=True)
+        removed = clean(self.claims.parent)  # what writers of this host that are gone left behind
+        if removed:
+            log.warning("teacher pass: removed %s", removed)
         self._write_beat()  # before any claim: a claim's owner file exists from the start
         self._stop.clear()
         self._thread = threading.Thread(target=self._beat_loop, name="teacher-pass-heartbeat", daemon=True)
@@ -152,14 +155,16 @@ class ClaimBoard:
         return record.get("beat") if isinstance(record, dict) else None
 
     def owner_gone(self, owner: str) -> bool:
-        """Whether ``owner`` is provably no longer running: its owner file (or, without one, its id:
-        ``<host>-<pid>-<random>``) names a process of this host that is gone."""
+        """Whether ``owner`` is provably no longer running: its owner file (or, once that is removed, its
+        id: ``<host>-<pid>-<start time>-<random>``) names a process of this host that is gone."""
         if not owner or owner == self.owner:
             return False
         record = self._record_of(owner)
         if not isinstance(record, dict):
-            host, _, rest = owner.rpartition("-")[0].rpartition("-")
-            record = {"host": host, "pid": rest}
+            parts = owner.rsplit("-", 3)
+            if len(parts) != 4:
+                return False
+            record = {"host": parts[0], "pid": parts[1], "start": parts[2]}
         return gone(record)
 
     def expired(self, claim: Claim) -> bool:
