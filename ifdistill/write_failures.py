@@ -64,7 +64,8 @@ def cause(err: BaseException) -> Optional[tuple[str, Optional[OSError]]]:
         if not isinstance(err, OSError) and texts is None:
             text = str(err)
             texts = next((kind for kind, pattern in _TEXTS.items() if pattern.search(text)), None)
-        err = err.__cause__ or err.__context__
+        # ``raise ... from None``: the error says it all itself (its writer named the file already)
+        err = err.__cause__ or (None if err.__suppress_context__ else err.__context__)
     return (texts, None) if texts else None
 
 
@@ -84,7 +85,7 @@ def as_write_failure(err: BaseException, path: Optional[str | os.PathLike] = Non
                      near: Optional[str | os.PathLike] = None) -> Optional[WriteFailed]:
     """``err`` as a :class:`WriteFailed` naming ``path`` (else the OS error's file name, else a file under
     ``near``), or ``None`` when it is not a write refused for lack of space or permission."""
-    if isinstance(err, WriteFailed):
+    if isinstance(err, WriteFailed):  # a writer's own line (a checkpoint's, an export's)
         return err
     found = cause(err)
     if found is None:

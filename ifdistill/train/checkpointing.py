@@ -40,6 +40,7 @@ from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from ifdistill.rundir import checkpoint_step  # noqa: F401  (the checkpoint name's step: the run layout's rule)
+from ifdistill.write_failures import WriteFailed, cause, failure_line
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ def writing_marker(path: str | Path) -> Path:
     return path.with_name(f".{path.name}{WRITING_SUFFIX}")
 
 
-class CheckpointWriteError(OSError):
+class CheckpointWriteError(WriteFailed):
     """A checkpoint could not be written (the message names the path and, for a full disk, the free space)."""
 
 
@@ -148,8 +149,6 @@ def _fsync_dir(path: Path) -> None:
 def write_error(path: Path, err: OSError) -> CheckpointWriteError:
     """One line for a failed checkpoint write; a full disk or a refused write says how much space is left
     there (:func:`ifdistill.write_failures.failure_line`)."""
-    from ifdistill.write_failures import cause, failure_line
-
     found = cause(err)
     if found is not None:
         text = failure_line(path, "checkpoint", found[0], found[1],

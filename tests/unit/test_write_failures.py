@@ -60,3 +60,19 @@ def test_a_read_only_filesystem_is_a_refused_write_and_other_errors_pass_through
         with pytest.raises(ValueError, match="not a write"):  # anything else is raised unchanged
             with writing(fs, "report"):
                 raise ValueError("not a write")
+
+
+def test_a_writers_own_line_is_kept():
+    """A checkpoint's line (already naming its file and the free space) is told as it is; an error raised
+    ``from None`` over a full disk (the teacher cache's, naming its shard) is not rewritten either."""
+    from ifdistill.train.checkpointing import CheckpointWriteError
+
+    own = CheckpointWriteError("no space left to write checkpoint /x/step=000002.ckpt (1.0 MiB free ...)")
+    assert as_write_failure(own) is own
+    try:
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError:
+            raise ValueError("/cache/shard-1.npz: cannot write the teacher cache (...)") from None
+    except ValueError as err:
+        assert cause(err) is None and as_write_failure(err) is None

@@ -84,6 +84,7 @@ class ClaimBoard:
         self._owners_seen: dict[str, str] = {}  # claim file name -> owner (a claim's content never changes)
         self._watch: dict[str, tuple[Any, float]] = {}  # owner (or claim) -> (beat seen, when first seen)
         self._records: dict[str, Optional[dict]] = {}  # owner -> its owner file, read once per scan
+        self._gone: dict[str, bool] = {}  # owner -> provably gone, looked up once per scan
         self._beat = 0
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -124,6 +125,7 @@ class ClaimBoard:
     def scan(self) -> dict[str, Claim]:
         """The current claim of every claimed view (the owners' beats are read again after each scan)."""
         self._records.clear()
+        self._gone.clear()
         top: dict[str, int] = {}
         for name in os.listdir(self.claims):
             key, _, gen = name.rpartition(".")
@@ -159,13 +161,13 @@ class ClaimBoard:
         id: ``<host>-<pid>-<start time>-<random>``) names a process of this host that is gone."""
         if not owner or owner == self.owner:
             return False
-        record = self._record_of(owner)
-        if not isinstance(record, dict):
-            parts = owner.rsplit("-", 3)
-            if len(parts) != 4:
-                return False
-            record = {"host": parts[0], "pid": parts[1], "start": parts[2]}
-        return gone(record)
+        if owner not in self._gone:
+            record = self._record_of(owner)
+            if not isinstance(record, dict):
+                parts = owner.rsplit("-", 3)
+                record = {"host": parts[0], "pid": parts[1], "start": parts[2]} if len(parts) == 4 else {}
+            self._gone[owner] = gone(record)
+        return self._gone[owner]
 
     def expired(self, claim: Claim) -> bool:
         """Whether ``claim``'s owner is provably gone, or has shown no new beat for ``expiry_s`` of this
