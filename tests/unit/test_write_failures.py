@@ -76,3 +76,23 @@ def test_a_writers_own_line_is_kept():
             raise ValueError("/cache/shard-1.npz: cannot write the teacher cache (...)") from None
     except ValueError as err:
         assert cause(err) is None and as_write_failure(err) is None
+
+
+def test_a_report_on_a_full_disk_is_one_line_and_exit_2(tmp_path, capsys):
+    """``ifdistill-report`` writing into a full filesystem: one line naming the report folder and the free
+    space, exit 2 (its inputs are read first, so the line is about the write alone)."""
+    from ifdistill.results.cli import main
+    from tests.unit.results.result_files import simple_rows, write_eval_dir
+
+    evals = write_eval_dir(tmp_path / "eval", simple_rows([True, False]))
+    fs = tmp_path / "fs"
+    with small_filesystem(fs, 64 * 1024):
+        with open(fs / "filler", "wb", buffering=0) as f:
+            with pytest.raises(OSError):
+                while True:
+                    f.write(b"\0" * 4096)
+        code = main([str(evals), "-o", str(fs / "report")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith("ifdistill-report: error: no space left to write ") and str(fs / "report") in err, err
+    assert " MiB free on that filesystem); free space and re-run the same command" in err
