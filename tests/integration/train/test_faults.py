@@ -143,7 +143,10 @@ def test_a_full_disk_at_an_export_after_a_checkpoint_is_one_line_exit_2_and_reco
 
     fs = tmp_path / "fs"
     cmd = [sys.executable, "-m", "ifdistill.train.cli", *STRATEGIES["single"], "peft=none",
-           *[a for a in COMMON if not a.startswith(("peft", "trainer.max_steps=", "run.checkpoint_every_n_steps="))],
+           *[a for a in COMMON if not a.startswith(("peft", "trainer.max_steps=", "run.checkpoint_every_n_steps=",
+                                                     "+data.sources.0.max_examples=", "data.heldout=",
+                                                     "data.max_length="))],
+           "+data.sources.0.max_examples=16", "data.heldout=4", "data.max_length=256",
            f"paths.output_root={fs}", f"hydra.run.dir={tmp_path}/hydra", "trainer.max_steps=2", "run.checkpoint_every_n_steps=1",
            "run.validate_at_start=false",
         "callbacks=checkpoint_eval", "callbacks.checkpoint_eval.every_n_steps=2",
