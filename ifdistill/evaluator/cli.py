@@ -6,7 +6,8 @@ trainer's distributed variables from its own environment (:func:`~ifdistill.eval
 started from inside a training job by any means, it still never joins that job.
 
 Input errors (missing model, adapter mismatch, no chat template, empty data, prompt too long, bad
-config) and writes refused for lack of space or permission print one line and exit with status 2; anything else is a bug and keeps its traceback.
+config) and writes refused for lack of space or permission print one line and exit with status 2;
+anything else is a bug and keeps its traceback.
 Also runnable as ``python -m ifdistill.evaluator.cli`` (what the checkpoint callback starts).
 """
 
@@ -48,6 +49,18 @@ def _quiet(cfg: DictConfig, log_dir: Optional[str] = None) -> None:
     if log_dir is None:
         log_dir = HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else str(cfg.output_dir)
     quiet_console(log_dir, verbose=verbose)
+
+
+def _refuse_write(err: Exception, cfg: DictConfig) -> None:
+    """A write refused for lack of space or permission (:mod:`ifdistill.write_failures`): one line naming
+    the file and the free space, exit 2; any other error is raised again."""
+    from ifdistill.write_failures import as_write_failure
+
+    written = as_write_failure(err, near=cfg.get("output_dir"))
+    if written is None:
+        raise err
+    print(f"ifdistill-eval: error: {written}", file=sys.stderr)
+    sys.exit(2)
 
 
 @hydra.main(config_path="pkg://ifdistill.conf", config_name="eval", version_base="1.3")
@@ -94,18 +107,6 @@ def _refuse(err: BaseException) -> None:
     sys.exit(2)
 
 
-def _refuse_write(err: Exception, cfg: DictConfig) -> None:
-    """A write refused for lack of space or permission (:mod:`ifdistill.write_failures`): one line naming
-    the file and the free space, exit 2; any other error is raised again."""
-    from ifdistill.write_failures import as_write_failure
-
-    written = as_write_failure(err, near=cfg.get("output_dir"))
-    if written is None:
-        raise err
-    print(f"ifdistill-eval: error: {written}", file=sys.stderr)
-    sys.exit(2)
-
-
 def _check_overrides(argv: Sequence[str]) -> None:
     """Compose the config from the command line's overrides before Hydra runs the app: an unknown key, an
     unknown config (``eval=nosuch``) or an override that does not parse is one line and exit 2 rather than
@@ -123,10 +124,7 @@ def _check_overrides(argv: Sequence[str]) -> None:
 
 
 def main() -> None:
-    from ifdistill.config import LAUNCH_ID_ENV
-
     clean_environment(os.environ)
-    os.environ.pop(LAUNCH_ID_ENV, None)  # an evaluation started from a training job is a launch of its own
     _check_overrides(sys.argv[1:])
     _app()
 
