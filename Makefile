@@ -6,7 +6,7 @@ WHEELS ?= $(or $(IFDISTILL_WHEELS),.whl)
 # pytest exits 5 when a selection holds no test; that is not a failure of the suite.
 RUN_PYTEST = status=0; $(PYTEST) $(1) || status=$$?; [ $$status -eq 0 ] || [ $$status -eq 5 ]
 
-.PHONY: setup test test-fast test-slow demo bench gpu-check clean-cache
+.PHONY: setup test test-fast test-slow demo bench gpu-check clean-cache clean-teacher-cache
 
 setup:  ## create .venv and install ifdistill with the extras this machine needs (idempotent)
 	@bash scripts/setup_env.sh
@@ -31,3 +31,6 @@ gpu-check:  ## on a lent CUDA machine: install missing wheels from $(WHEELS), py
 
 clean-cache:  ## remove built tiny models and generated data (rebuilt on next use)
 	rm -rf $${IFDISTILL_CACHE:-$$HOME/.cache/ifdistill}
+
+clean-teacher-cache:  ## remove what killed teacher-pass writers left in CACHE=<method.cache_dir> (temp shards, owner files)
+	@$(PY) -m ifdistill.methods.distill.teacher_cache_clean $(or $(CACHE),$(error set CACHE=<method.cache_dir>)) $(CLEAN_ARGS)

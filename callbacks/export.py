@@ -1,7 +1,8 @@
 """Export a training checkpoint as HF directories the evaluator loads like any model.
 
 Layout of ``exports/step_XXXXXX/`` (written to a temp name, then renamed: a half-written export is never
-taken for one):
+taken for one; a full disk or a refused write removes the temp folder and raises
+:class:`~ifdistill.write_failures.WriteFailed` naming the export and the free space):
 
 - ``adapter/``  the LoRA adapter (``adapter_config.json`` + weights) and the tokenizer — with PEFT;
 - ``merged/``   full weights with the adapter merged, plus tokenizer — with PEFT and ``merged=True``;
@@ -33,6 +34,7 @@ import torch
 from ifdistill.hashing import weight_hashes
 from ifdistill.rundir import EXPORT_JSON, step_dir_name
 from ifdistill.train.modeling import is_peft
+from ifdistill.write_failures import writing
 
 
 def full_state_dict(trainer: Any, model: torch.nn.Module) -> dict[str, torch.Tensor] | None:
@@ -82,8 +84,18 @@ def export_checkpoint(trainer: Any, model: torch.nn.Module, exports_root: str | 
         return None
     root = Path(exports_root)
     final = root / step_dir_name(step)
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=root))
+    with writing(final, "export"):  # a full disk or a refused write: one line naming the export
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=root))
+        _write_export(tmp, final, model, state, t0, step=step, base_model=base_model, tokenizer_src=tokenizer_src,
+                      config_hash=config_hash, merged=merged, chat_template=chat_template, dtype=dtype)
+    return final
+
+
+def _write_export(tmp: Path, final: Path, model: torch.nn.Module, state: dict, t0: float, *, step: int,
+                  base_model: str, tokenizer_src: str, config_hash: str, merged: bool, chat_template: str | None,
+                  dtype: torch.dtype) -> None:
+    """Fill the temp folder ``tmp``, then rename it to ``final``; ``tmp`` is removed whatever happens."""
     try:
         kinds = []
         if is_peft(model):
@@ -108,7 +120,6 @@ def export_checkpoint(trainer: Any, model: torch.nn.Module, exports_root: str | 
         os.replace(tmp, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return final
 
 
 def read_export(export_dir: str | os.PathLike) -> dict:

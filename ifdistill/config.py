@@ -9,6 +9,7 @@ wrong type raises an error naming the key, at start-up.
 from __future__ import annotations
 
 import os
+import secrets
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -87,6 +88,19 @@ def _basename(path: Any) -> str:
     return os.path.basename(str(path).rstrip("/"))
 
 
+LAUNCH_ID_ENV = "IFDISTILL_LAUNCH_ID"
+
+
+def launch_id() -> str:
+    """This launch's id in its Hydra job folder's name (``jobs/<second>_<id>``): the launching process's pid
+    and 4 random hex digits, so two launches in one second, on one host or several sharing the folder,
+    never share a job folder. Kept in the environment: the processes a launch starts (DDP ranks, SLURM
+    jobs of a sweep) resolve the same folder."""
+    if not os.environ.get(LAUNCH_ID_ENV):
+        os.environ[LAUNCH_ID_ENV] = f"{os.getpid()}-{secrets.token_hex(2)}"
+    return os.environ[LAUNCH_ID_ENV]
+
+
 def _config_groups(*groups: str) -> str:
     """``group: option, option`` lines for the named config groups of ``ifdistill.conf`` (options
     starting with ``_`` are shared bases, not choices) -- a program's ``--help`` lists its own groups
@@ -115,6 +129,7 @@ def register_resolvers() -> None:
         "ifdistill.slurm_gpus": slurm_gpus,
         "ifdistill.basename": _basename,
         "ifdistill.config_groups": _config_groups,
+        "ifdistill.launch_id": launch_id,
     }
     for name, fn in resolvers.items():
         if not OmegaConf.has_resolver(name):

@@ -95,16 +95,17 @@ def ensure_nltk_data() -> Path:
 
 
 @contextlib.contextmanager
-def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs) -> Iterator[IO]:
+def atomic_write(path: str | os.PathLike, mode: str = "w", *, tag: str = "", **open_kwargs) -> Iterator[IO]:
     """Write ``path`` through a temp file in the same folder, flushed to disk, then renamed over it.
 
     Readers see the old file or the complete new one, never a partial write; on any error (or an
     exception raised by the caller inside the block) the temp file is removed and an existing
-    ``path`` is left exactly as it was.
+    ``path`` is left exactly as it was. ``tag`` goes into the temp file's name (``.<name>.<tag><random>.tmp``):
+    a shared folder's cleaner tells by it whose temp file a killed process left.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{tag}", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, mode, **open_kwargs) as handle:
             yield handle
@@ -112,9 +113,11 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs) -> Ite
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(err, OSError) and not err.filename:  # a failed write() names no file: name the target
+            err.filename = str(path)
         raise
 
 

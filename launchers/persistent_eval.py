@@ -30,7 +30,8 @@ runs from the first start, fallback included.
 
 :meth:`PersistentRunner.close` stops the server (a ``stop`` request, then the process group is killed
 after ``stop_timeout_s``); it is idempotent and also registered to run at interpreter exit. The trainer
-calls it at the end of training, on preemption and on a crash.
+calls it at the end of training, on preemption and on a crash. A server that stopped on request (exit 0)
+has its spool removed; the spool of a server that failed stays, with the ``server.log`` its fault names.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -199,5 +201,7 @@ class PersistentRunner:
         # Always, even after the server exited: a crashed server leaves vLLM's engine and worker processes
         # orphaned in its process group.
         kill_group(server.proc)
+        if not kill and server.proc.poll() == 0:  # stopped on request: its spool holds nothing to keep
+            shutil.rmtree(server.spool, ignore_errors=True)
         if self.server is server:
             self.server = None

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -24,6 +26,20 @@ def require(condition: bool, reason: str) -> None:
     if IN_CI:
         pytest.fail(f"required in CI: {reason}")
     pytest.skip(reason)
+
+
+@contextlib.contextmanager
+def small_filesystem(path: Path, size: int | str):
+    """A real tmpfs of ``size`` bytes at ``path`` (needs root; a skip on a developer's machine, a failure in
+    CI); yields a function that resizes it (a size below what it holds is refused by the kernel)."""
+    path.mkdir(parents=True, exist_ok=True)
+    mounted = shutil.which("mount") is not None and subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True).returncode == 0
+    require(mounted, "cannot mount a tmpfs here (needs root)")
+    try:
+        yield lambda new: subprocess.run(["mount", "-o", f"remount,size={new}", str(path)], check=True)
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
 def compare_with_oracle(oracle_score, rows, scored, is_random, crash=None):

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 ROLES = ("system", "user", "assistant")
@@ -43,6 +43,9 @@ class DataError(ValueError):
     - ``wrong_type``: a field has the wrong type (a number as ``prompt``, a row that is not an object);
     - ``empty_completion``: the answer to learn is empty or whitespace;
     - ``bad_value``: well-typed but unusable (unknown role, kwargs count != instruction count, ...);
+    - ``turn_order``: the roles do not alternate as a chat template requires (:func:`check_turn_order`);
+    - ``duplicate_field``: a JSON object names the same field twice (JSON keeps the last, silently);
+    - ``duplicate_key``: a row repeats the IFEval ``key`` (or ``id``) of an earlier row of its source;
     - ``render_failed``: the chat template cannot render the row with a correct loss mask.
 
     The message reads ``<file>:<line>: field '<field>': <what> [<kind>]``.
@@ -55,7 +58,8 @@ class DataError(ValueError):
         super().__init__(f"{where}:{what} {message} [{kind}]")
 
 
-ERROR_KINDS = ("malformed_json", "missing_field", "wrong_type", "empty_completion", "bad_value", "render_failed")
+ERROR_KINDS = ("malformed_json", "missing_field", "wrong_type", "empty_completion", "bad_value", "turn_order",
+               "duplicate_field", "duplicate_key", "render_failed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,9 +115,34 @@ def _need(row: Mapping[str, Any], field: str, typ: type | tuple[type, ...], loca
     return value
 
 
+def check_turn_order(messages: Sequence[Mapping[str, str]], location: str | None, field: str = "messages",
+                     *, end: str | None = None, names: Sequence[str] | None = None) -> None:
+    """Refuse a conversation whose roles do not alternate as chat templates require: one ``system`` turn,
+    first, if any; then ``user`` and ``assistant`` in turn, starting with ``user``; ending with ``end``
+    (``assistant``: a training row, whose last turn is learnt; ``user``: a prompt; ``None``: either, a
+    prompt that carries its reference answer). Templates render two user turns in a row or a second
+    system turn without complaint, so such a row would train on a conversation no model ever sees.
+    ``names[i]``: the field that holds turn ``i`` as the file spells it (default ``<field>[i].role``)."""
+    names = names or [f"{field}[{i}].role" for i in range(len(messages))]
+    start = 1 if messages and messages[0]["role"] == "system" else 0
+    for i in range(start, len(messages)):
+        want = "user" if (i - start) % 2 == 0 else "assistant"
+        if messages[i]["role"] != want:
+            before = f"after a {messages[i - 1]['role']} turn" if i else "as the first turn"
+            raise _err("turn_order", f"a {messages[i]['role']} turn {before}: roles must be an optional system "
+                                     "turn, then user and assistant in turn", location, names[i])
+    if start == len(messages):
+        raise _err("turn_order", "a system turn alone: the conversation has no user turn", location, field)
+    if end is not None and messages[-1]["role"] != end:
+        raise _err("turn_order", f"the conversation ends with a {messages[-1]['role']} turn; "
+                                 f"{'a training row' if end == 'assistant' else 'a prompt'} ends with a {end} turn",
+                   location, names[-1])
+
+
 def check_messages(messages: Any, location: str | None, field: str = "messages",
                    *, need_completion: bool = True) -> tuple[dict[str, str], ...]:
-    """Validate a conversation; return it as a tuple of plain ``{"role", "content"}`` dicts."""
+    """Validate a conversation's turns one by one; return it as a tuple of plain ``{"role", "content"}``
+    dicts (their order is checked on the whole conversation, :func:`check_turn_order`)."""
     if not isinstance(messages, (list, tuple)):
         raise _err("wrong_type", f"expected a list of messages, got {type(messages).__name__}", location, field)
     if not messages:
@@ -186,12 +215,28 @@ def _turns(value: Any, role: str, location: str | None, field: str) -> list[dict
     raise _err("wrong_type", f"expected str or list of messages, got {type(value).__name__}", location, field)
 
 
+def _turn_names(value: Any, field: str) -> list[str]:
+    """The file's name of each turn a prompt or completion holds (a string is one turn)."""
+    return [field] if isinstance(value, str) else [f"{field}[{i}].role" for i in range(len(value))]
+
+
+def completion_field(row: Mapping[str, Any], layout: str, name: str | None = None) -> str:
+    """The field that holds a row's answer, as its file spells it: the one the row has, else ``name`` (the
+    one the source's earlier rows used), else the layout's (``response`` for IFEval rows)."""
+    for field in ("completion", "response"):
+        if field in row:
+            return field
+    return name or ("response" if layout == "ifeval" else "completion")
+
+
 def normalise_row(row: Any, *, source: str, row_id: str, location: str | None = None,
                   layout: str = "auto", verified_only: bool = False,
-                  need_completion: bool = True) -> Example | None:
+                  need_completion: bool = True, completion_name: str | None = None) -> Example | None:
     """Turn one raw row into an :class:`Example`; ``None`` when ``verified_only`` filters it out.
 
     ``need_completion=False`` accepts prompt-only rows (evaluation sets in the IFEval schema).
+    ``completion_name``: the answer's field in the source's other rows (``response`` or ``completion``),
+    so a row that lacks it is told so in the file's own words.
     Raises :class:`DataError` naming ``location`` and the field for every defect it finds.
     """
     location = location or f"{source}:{row_id}"
@@ -211,9 +256,11 @@ def normalise_row(row: Any, *, source: str, row_id: str, location: str | None = 
         if row.get("messages") is None:
             raise _err("missing_field", "required field is missing", location, "messages")
         messages = check_messages(row["messages"], location, need_completion=need_completion)
+        check_turn_order(messages, location, end="assistant" if need_completion else None)
     else:
         prompt = _need(row, "prompt", (str, list, tuple), location)
         turns = _turns(prompt, "user", location, "prompt")
+        names = _turn_names(prompt, "prompt")
         if layout == "ifeval":
             ids = _need(row, "instruction_id_list", (list, tuple), location)
             if not all(isinstance(i, str) for i in ids):
@@ -229,9 +276,11 @@ def normalise_row(row: Any, *, source: str, row_id: str, location: str | None = 
                                "prompt_level_strict_acc")
                 if not acc:
                     return None
-        field = "response" if "response" in row and "completion" not in row else "completion"
+        field = completion_field(row, layout, completion_name)
         if need_completion or row.get(field) is not None:
-            completion = _turns(_need(row, field, (str, list, tuple), location), "assistant", location, field)
+            answer = _need(row, field, (str, list, tuple), location)
+            completion = _turns(answer, "assistant", location, field)
+            names += _turn_names(answer, field)
             if not completion or completion[-1]["role"] != "assistant":
                 raise _err("bad_value", "the completion must end with an assistant turn", location, field)
             if not completion[-1]["content"].strip():
@@ -240,6 +289,7 @@ def normalise_row(row: Any, *, source: str, row_id: str, location: str | None = 
         messages = check_messages(turns, location, "prompt", need_completion=False)
         if need_completion and not any(m["role"] == "user" for m in messages):
             raise _err("bad_value", "conversation has no user turn", location, "prompt")
+        check_turn_order(messages, location, end="assistant" if need_completion else None, names=names)
     if not need_completion and not any(m["role"] == "user" for m in messages):
         raise _err("bad_value", "conversation has no user turn", location, "messages")
     return Example(messages=messages, source=source, row_id=row_id, key=key,

@@ -17,12 +17,15 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+import logging
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from ifdistill.hashing import sha256_file
 from ifdistill.data.records import DataError, Example, normalise_row
+
+log = logging.getLogger(__name__)
 
 MAX_LOCATIONS = 5  # error locations kept per kind in the stats
 
@@ -116,6 +119,32 @@ def not_utf8(err: UnicodeDecodeError) -> str:
     return f"not UTF-8 text (byte {err.start}: {err.object[err.start:err.start + 4]!r}...)"
 
 
+class _DuplicateField(ValueError):
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
+def _unique_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s ``object_pairs_hook``: an object that names a field twice is refused (JSON's
+    default keeps the last value without a word, so ``{"response": "", "response": "Hi"}`` reads as "Hi")."""
+    out: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in out:
+            raise _DuplicateField(name)
+        out[name] = value
+    return out
+
+
+def parse_json(text: str, location: str) -> Any:
+    """JSON text as Python values, an object with a repeated field refused (a :class:`DataError` naming it)."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique_fields)
+    except _DuplicateField as e:
+        raise DataError("duplicate_field", "the field appears twice in one JSON object (which one is meant?)",
+                        location=location, field=e.name) from None
+
+
 def _jsonl_rows(path: Path) -> Iterator[tuple[str, str, Any]]:
     """(row_id, location, row) per non-blank line; a malformed line yields a DataError as the row."""
     for lineno, line in text_lines(path):
@@ -126,9 +155,11 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[str, str, Any]]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = parse_json(line, loc)
         except json.JSONDecodeError as e:
             row = DataError("malformed_json", f"not valid JSON ({e.msg} at column {e.colno})", location=loc)
+        except DataError as e:
+            row = e
         yield str(lineno), loc, row
 
 
@@ -140,7 +171,7 @@ def _json_rows(path: Path) -> Iterator[tuple[str, str, Any]]:
         lines.append(line)
     text = "".join(lines)
     try:
-        data = json.loads(text)
+        data = parse_json(text, str(path))
     except json.JSONDecodeError as e:
         raise DataError("malformed_json", f"not valid JSON ({e.msg} at line {e.lineno})", location=str(path)) from None
     if isinstance(data, Mapping) and isinstance(data.get("data"), list):
@@ -207,9 +238,15 @@ def _rows(spec: SourceSpec, stats: SourceStats) -> Iterator[tuple[str, str, Any]
 
 
 def load_source(spec: SourceSpec, *, tolerant: bool = False) -> LoadedSource:
-    """Read and normalise a source; raise on the first bad row unless ``tolerant``."""
+    """Read and normalise a source; raise on the first bad row unless ``tolerant``.
+
+    A row whose IFEval ``key`` (or ``id``) an earlier row of the source already has is a bad row
+    (``duplicate_key``): the key names a prompt in results, samples and demonstration exclusion, so a
+    repeat is refused, never silently weighted twice. ``tolerant`` keeps the first and skips the others."""
     stats = SourceStats()
     examples: list[Example] = []
+    seen: dict[str, str] = {}  # "key 7" / "id x" -> the location of the row that has it
+    answer: str | None = None  # the answer's field in this source's rows (completion or response)
     for row_id, loc, row in _rows(spec, stats):
         if spec.max_examples is not None and len(examples) >= spec.max_examples:
             break
@@ -217,17 +254,33 @@ def load_source(spec: SourceSpec, *, tolerant: bool = False) -> LoadedSource:
         try:
             if isinstance(row, DataError):
                 raise row
+            named = None
             if isinstance(row, Mapping) and "id" in row and "key" not in row and isinstance(row["id"], (str, int)):
-                row_id = str(row["id"])
+                row_id, named = str(row["id"]), ("id", str(row["id"]))
             ex = normalise_row(row, source=spec.name, row_id=row_id, location=loc, layout=spec.layout,
-                               verified_only=spec.verified_only, need_completion=spec.need_completion)
+                               verified_only=spec.verified_only, need_completion=spec.need_completion,
+                               completion_name=answer)
+            named = ("key", row["key"]) if isinstance(row, Mapping) and row.get("key") is not None else named
+            if named is not None:
+                label = f"{named[0]} {named[1]!r}"
+                if label in seen:
+                    raise DataError("duplicate_key", f"{label} is also the {named[0]} of {seen[label]}",
+                                    location=loc, field=named[0])
+                seen[label] = loc
         except DataError as e:
             if not tolerant:
                 raise
             stats.record_invalid(e)
             continue
+        if answer is None and isinstance(row, Mapping):
+            answer = next((f for f in ("completion", "response") if f in row), None)
         if ex is None:
             stats.rows_unverified += 1
             continue
         examples.append(ex)
+    if stats.rows_invalid:
+        log.warning("data source %r: skipped %d invalid row(s) of %d (%s; data.tolerant=true), first: %s",
+                    spec.name, sum(stats.rows_invalid.values()), stats.rows_read,
+                    ", ".join(f"{k} {n}" for k, n in sorted(stats.rows_invalid.items())),
+                    next(iter(stats.invalid_locations.values()))[0])
     return LoadedSource(spec=spec, examples=examples, stats=stats)

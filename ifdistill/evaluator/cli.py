@@ -6,7 +6,8 @@ trainer's distributed variables from its own environment (:func:`~ifdistill.eval
 started from inside a training job by any means, it still never joins that job.
 
 Input errors (missing model, adapter mismatch, no chat template, empty data, prompt too long, bad
-config) print one line and exit with status 2; anything else is a bug and keeps its traceback.
+config) and writes refused for lack of space or permission print one line and exit with status 2;
+anything else is a bug and keeps its traceback.
 Also runnable as ``python -m ifdistill.evaluator.cli`` (what the checkpoint callback starts).
 """
 
@@ -51,17 +52,31 @@ def _quiet(cfg: DictConfig, log_dir: Optional[str] = None) -> None:
     quiet_console(log_dir, verbose=verbose)
 
 
+def _refuse_write(err: Exception, cfg: DictConfig) -> None:
+    """A write refused for lack of space or permission (:mod:`ifdistill.write_failures`): one line naming
+    the file and the free space, exit 2; any other error is raised again."""
+    from ifdistill.write_failures import as_write_failure
+
+    written = as_write_failure(err, near=cfg.get("output_dir"))
+    if written is None:
+        raise err
+    print(f"ifdistill-eval: error: {written}", file=sys.stderr)
+    sys.exit(2)
+
+
 @hydra.main(config_path="pkg://ifdistill.conf", config_name="eval", version_base="1.3")
 def _app(cfg: DictConfig) -> None:
     from ifdistill.evaluator.errors import input_errors
     from ifdistill.evaluator.output import RESULTS_FILE
     from ifdistill.evaluator.run import evaluate
 
-    _quiet(cfg)
     try:
+        _quiet(cfg)
         results = evaluate(cfg)
     except input_errors() as err:
         _refuse(err)
+    except Exception as err:  # results, samples, logs: a write refused for lack of space or permission
+        _refuse_write(err, cfg)
     print(_summary(results))
     print(f"  results: {os.path.join(str(cfg.output_dir), RESULTS_FILE)}")
 

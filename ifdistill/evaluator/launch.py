@@ -38,6 +38,7 @@ DISTRIBUTED_VARS = (
     "ROLE_WORLD_SIZE", "ROLE_NAME", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT",
     "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_TASK_PID", "SLURM_GTIDS", "SLURM_STEPID",
     "SLURM_SRUN_COMM_HOST", "SLURM_SRUN_COMM_PORT", "SLURM_LAUNCH_NODE_IPADDR",
+    "IFDISTILL_LAUNCH_ID",  # a training launch's job-folder id (ifdistill/config.py): an evaluation is its own launch
 )
 DISTRIBUTED_PREFIXES = ("TORCHELASTIC_", "SLURM_STEP_", "SLURM_CPU_BIND", "PL_")
 # Thread counts a trainer sets for itself (Lightning's DDP sets OMP_NUM_THREADS = cores / world size).

@@ -251,6 +251,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"ifdistill-report: error: {message}", file=sys.stderr)
         return 2
+    except Exception as e:  # the report folder on a full disk, or not writable: one line naming it
+        from ifdistill.write_failures import as_write_failure
+
+        written = as_write_failure(e, near=getattr(args, "out_dir", None))
+        if written is None:
+            raise
+        print(f"ifdistill-report: error: {written}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

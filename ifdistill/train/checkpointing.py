@@ -24,7 +24,6 @@ gathered with DeepSpeed's ``zero_to_fp32``, FSDP2's with ``dcp_to_torch_save``).
 
 from __future__ import annotations
 
-import errno
 import io
 import logging
 import os
@@ -41,6 +40,7 @@ from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from ifdistill.rundir import checkpoint_step  # noqa: F401  (the checkpoint name's step: the run layout's rule)
+from ifdistill.write_failures import WriteFailed, cause, failure_line
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def writing_marker(path: str | Path) -> Path:
     return path.with_name(f".{path.name}{WRITING_SUFFIX}")
 
 
-class CheckpointWriteError(OSError):
+class CheckpointWriteError(WriteFailed):
     """A checkpoint could not be written (the message names the path and, for a full disk, the free space)."""
 
 
@@ -147,11 +147,12 @@ def _fsync_dir(path: Path) -> None:
 
 
 def write_error(path: Path, err: OSError) -> CheckpointWriteError:
-    """One line for a failed checkpoint write; a full disk says how much space is left there."""
-    if err.errno in (errno.ENOSPC, errno.EDQUOT):
-        free = shutil.disk_usage(path.parent).free
-        text = (f"no space left to write checkpoint {path} ({free / 2**20:.1f} MiB free on that filesystem); "
-                "free space and re-run the same command to resume from the last complete checkpoint")
+    """One line for a failed checkpoint write; a full disk or a refused write says how much space is left
+    there (:func:`ifdistill.write_failures.failure_line`)."""
+    found = cause(err)
+    if found is not None:
+        text = failure_line(path, "checkpoint", found[0], found[1],
+                            then="re-run the same command to resume from the last complete checkpoint")
     else:
         text = f"could not write checkpoint {path}: {err.strerror or err}"
     out = CheckpointWriteError(text)  # one argument: str() is the line itself, without "[Errno 28]"

@@ -38,9 +38,10 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from ifdistill.data.records import DataError
     from ifdistill.models import ModelUnavailableError
     from ifdistill.train.run_lock import RunLockedError
+    from ifdistill.write_failures import WriteFailed
 
     # DataError: a bad row past the rows preflight samples (it names file, line and field)
-    errors: list[type[BaseException]] = [ConfigError, DataError, ModelUnavailableError, RunLockedError]
+    errors: list[type[BaseException]] = [ConfigError, DataError, ModelUnavailableError, RunLockedError, WriteFailed]
     checkpointing = sys.modules.get("ifdistill.train.checkpointing")  # loaded if it raised (importing it
     if checkpointing is not None:                                      # here would load Lightning: seconds)
         errors.append(checkpointing.CheckpointWriteError)
@@ -77,6 +78,13 @@ def _app(cfg: DictConfig) -> None:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         _fail(f"error: {' '.join(str(err).split())}", 2)
+    except Exception as err:  # any other write of the job refused for lack of space or permission: one line
+        from ifdistill.write_failures import as_write_failure
+
+        written = as_write_failure(err, near=cfg.paths.get("output_root"))
+        if written is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        _fail(f"error: {written}", 2)
 
 
 def _fail(message: str, exit_code: int, *, show: bool = True) -> None:

@@ -43,6 +43,7 @@ from ifdistill.data.records import DataError
 from ifdistill.rundir import HASH_IGNORE, RunDir, RunDirError, RunInfo, config_hash, hashed_config, run_id
 from ifdistill.train.loggers import build_loggers, close_loggers
 from ifdistill.train.run_lock import RunLock
+from ifdistill.write_failures import WriteFailed, as_write_failure
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +199,7 @@ def failure_line(err: BaseException) -> str:
     """One line for a launch's failure: the message of an error that is the user's to fix (it names the
     setting, file or row), else the error's type and message."""
     text = " ".join(str(err).split())
-    return text if isinstance(err, (ConfigError, DataError)) else f"{type(err).__name__}: {text}"
+    return text if isinstance(err, (ConfigError, DataError, WriteFailed)) else f"{type(err).__name__}: {text}"
 
 
 def build_trainer(cfg: DictConfig, overrides: dict[str, Any]):
@@ -254,8 +255,14 @@ def train(cfg: DictConfig, *, checked: bool = False) -> dict[str, Any]:
     try:
         return _train_locked(cfg, rd, rid, digest, lock)
     except Exception as err:  # recorded as the launch's failure (ifdistill-status shows the cause), then raised
+        written = as_write_failure(err, near=rd.root)  # a full disk or a refused write: one line, the same here
         if lock is not None and type(err).__name__ != "TrainingDiverged":  # a divergence is recorded as such
-            rd.mark_failed(failure_line(err))
+            try:
+                rd.mark_failed(failure_line(written or err))
+            except OSError as also:  # run.json itself could not be written: the first error is the one to tell
+                log.warning("run %s: the failure could not be recorded in run.json (%s)", rid, also)
+        if written is not None and written is not err:
+            raise written from err
         raise
     finally:
         if lock is not None:

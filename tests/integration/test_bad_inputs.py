@@ -78,6 +78,12 @@ def write_inputs(d: Path) -> None:
         "score_unknown_id.jsonl": _lines({**SCORE_ROW, "instruction_id_list": ["punctuation:no_commas"]}),
         "score_bom.jsonl": BOM + _lines(SCORE_ROW),
         "score_not_utf8.jsonl": _lines(SCORE_ROW, SCORE_FF),
+        "two_user_turns.jsonl": _lines(GOOD, {"messages": [{"role": "user", "content": "Hi."},
+                                                           {"role": "user", "content": "Say hi."},
+                                                           {"role": "assistant", "content": "hi"}]}),
+        "field_twice.jsonl": _lines(GOOD, b'{"prompt": "Say hi.", "completion": "", "completion": "hi"}\n'),
+        "eval_two_user_turns.jsonl": _lines(IFEVAL_ROW, {**IFEVAL_ROW, "key": 2, "prompt": [
+            {"role": "user", "content": "Say hi."}, {"role": "user", "content": "No commas."}]}),
     }
     d.mkdir(parents=True, exist_ok=True)
     for name, content in files.items():
@@ -121,6 +127,12 @@ ROWS = [
         "ifdistill-train: error: data.sources 'mine': {d}/malformed.jsonl:2: not valid JSON"),
     Row("source_missing_field", "train", lambda d: _source(f"{d}/missing_field.jsonl"),
         "ifdistill-train: error: data.sources 'mine': {d}/missing_field.jsonl:2: field"),
+    Row("source_roles_not_alternating", "train", lambda d: _source(f"{d}/two_user_turns.jsonl"),
+        "ifdistill-train: error: data.sources 'mine': {d}/two_user_turns.jsonl:2: field 'messages[1].role': "
+        "a user turn after a user turn"),
+    Row("source_field_twice", "train", lambda d: _source(f"{d}/field_twice.jsonl"),
+        "ifdistill-train: error: data.sources 'mine': {d}/field_twice.jsonl:2: field 'completion': the field "
+        "appears twice"),
     Row("source_empty_file", "train", lambda d: _source(f"{d}/empty.jsonl"),
         "ifdistill-train: error: data.sources 'mine': {d}/empty.jsonl holds no rows"),
     # accepted: the only problem reported is the step count (a BOM error would be listed with it)
@@ -158,6 +170,8 @@ ROWS = [
         "ifdistill-eval: error: {d}/eval_no_ids.jsonl:1: field 'instruction_id_list'"),
     Row("eval_bom_then_bad_row", "eval", lambda d: [f"eval.data.path={d}/eval_bom_then_bad.jsonl"],
         "ifdistill-eval: error: {d}/eval_bom_then_bad.jsonl:2: field 'kwargs'"),
+    Row("eval_prompt_as_two_user_turns", "eval", lambda d: [f"eval.data.path={d}/eval_two_user_turns.jsonl"],
+        "ifdistill-eval: error: {d}/eval_two_user_turns.jsonl:2: field 'prompt[1].role'"),
     Row("eval_invalid_utf8", "eval", lambda d: [f"eval.data.path={d}/eval_not_utf8.jsonl"],
         "ifdistill-eval: error: {d}/eval_not_utf8.jsonl:2: not UTF-8 text " + _byte(EVAL_BROKEN)),
     # ifdistill-score inputs

@@ -24,7 +24,9 @@ cached objective must equal the online one) and ``tail`` (float32), all ``(token
 in view order; ``<name>.json`` (the manifest entry) lists the view keys and their offsets, the shard's
 byte size and sha256. Both are written through :func:`ifdistill.paths.atomic_write` (temp file, fsync,
 rename), the data before its manifest entry: a reader sees only complete shards, and a shard whose bytes
-do not match its entry (truncated, edited) is refused on read.
+do not match its entry (truncated, edited) is refused on read. A temp file's name carries its writer
+(host, pid, start time), so what a killed writer left is removed once that writer is provably gone
+(:mod:`ifdistill.methods.distill.teacher_cache_clean`).
 """
 
 from __future__ import annotations
@@ -42,8 +44,10 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
+from ifdistill.methods.distill.teacher_cache_clean import writer_tag
 from ifdistill.paths import atomic_write, write_text_atomic
 from ifdistill.train.method import MethodError
+from ifdistill.write_failures import free_space
 
 FORMAT_VERSION = 1
 NAMESPACE_FILE = "namespace.json"
@@ -218,13 +222,13 @@ class TeacherCache:
                 "sha256": hashlib.sha256(data).hexdigest(), "tokens": offsets[-1], "keys": keys, "offsets": offsets}
         for path, payload in ((shard, data), (entry, (json.dumps(meta) + "\n").encode())):
             try:
-                with atomic_write(path, "wb") as f:
+                with atomic_write(path, "wb", tag=writer_tag()) as f:
                     f.write(payload)
             except OSError as e:
                 if path == entry:
                     shard.unlink(missing_ok=True)
-                raise _one_line(path, f"cannot write the teacher cache ({e.strerror or e}); nothing of this "
-                                      "shard was kept") from None
+                raise _one_line(path, f"cannot write the teacher cache ({e.strerror or e}; {free_space(path)}); "
+                                      "nothing of this shard was kept") from None
         for i, key in enumerate(keys):
             self._entries.setdefault(key, (entry, offsets[i], offsets[i + 1]))
         self._read.add(entry.name)

@@ -186,7 +186,8 @@ def shared_pass(compute: Callable[[Sequence[TeacherViewRef]], PassStats], views:
     In turn: claim up to ``views_per_shard`` of the missing views that are free or whose claim expired
     (``board``, inside its ``with``), drop those another job wrote meanwhile, ``compute`` the rest (one
     shard: :func:`run_teacher_pass`) and release them; with nothing left to claim, wait ``board.poll_s``
-    and look again. The views another job wrote are verified at the end (shard checksum, one row per
+    and look again (saying what it waits for, at once and every ``board.report_s``). The views another
+    job wrote are verified at the end (shard checksum, one row per
     supervised position). ``compute`` must write the views it is given.
     """
     want = {v.key: v for v in views}
@@ -196,6 +197,7 @@ def shared_pass(compute: Callable[[Sequence[TeacherViewRef]], PassStats], views:
     todo = cache.missing(want)
     stats.cached_before = len(want) - len(todo)
     waited: list[str] = []
+    report_at = None  # when this wait's next progress line is due (None: not waiting)
     while todo:
         current = board.scan()
         won = board.claim(board.claimable(todo, current)[:views_per_shard], current)
@@ -211,8 +213,13 @@ def shared_pass(compute: Callable[[Sequence[TeacherViewRef]], PassStats], views:
             finally:
                 board.release(mine)
             stats.add(dataclasses.replace(part, views=0, seconds=0.0, taken_over=len(board.taken.intersection(mine))))
+            report_at = None
         elif todo:
             t0 = time.perf_counter()
+            if report_at is None or t0 >= report_at:  # at once, then every board.report_s: what, for whom, how long
+                log.info("teacher pass: waiting for %d view(s) other jobs claim (%s); %.0f s waited so far",
+                         len(todo), board.describe_wait(todo, current), stats.wait_seconds)
+                report_at = t0 + board.report_s
             sleep(board.poll_s)
             stats.wait_seconds += time.perf_counter() - t0
         if progress is not None:

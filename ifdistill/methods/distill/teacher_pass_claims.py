@@ -12,10 +12,14 @@ Files, under the cache's namespace folder (no ``flock``/``fcntl`` lock: NFS does
   owner's id; a view's claim is its highest generation present. The owner removes it once the view's
   shard is written, the data before its manifest entry (:meth:`TeacherCache.write_shard`), so a view is
   in the manifest, or claimed, or free.
-- A claim *expires* when its owner's beat has not changed for ``expiry_s`` as timed by the job that
-  looks at it, on that job's own monotonic clock: nodes need no common clock, and a job that starts
-  watching a dead owner waits the full ``expiry_s``. An expired claim is taken over by creating the next
-  generation with ``O_EXCL``: of several jobs that see it expire together, exactly one wins.
+- A claim *expires* when its owner is provably gone -- on the watching job's own host, no process has the
+  owner's pid with the owner's start time (:func:`~ifdistill.methods.distill.teacher_cache_clean.gone`): at
+  once -- or when its owner's beat has not changed for ``expiry_s`` as timed by the job that looks at it,
+  on that job's own monotonic clock (nodes need no common clock; a job that starts watching an owner on
+  another host that died waits the full ``expiry_s``). An expired claim is taken over by creating the next
+  generation with ``O_EXCL``: of several jobs that see it expire together, exactly one wins. The job that
+  takes over from a gone owner removes that owner's temp shard files and owner file
+  (:func:`~ifdistill.methods.distill.teacher_cache_clean.clean`).
 
 Assumption on the filesystem: ``O_CREAT | O_EXCL`` creates a file in one atomic step and ``rename`` within
 a folder is atomic -- true of local filesystems, NFSv3 and later, Lustre and GPFS. Where a client's
@@ -30,7 +34,6 @@ import dataclasses
 import json
 import logging
 import os
-import socket
 import threading
 import time
 import uuid
@@ -38,6 +41,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
+from ifdistill.methods.distill.teacher_cache_clean import clean, gone, me
 from ifdistill.paths import write_json_atomic
 from ifdistill.rundir import now_iso
 
@@ -58,11 +62,12 @@ class Claim:
 class ClaimBoard:
     """This job's claims in one cache folder, its heartbeat, and its view of the other jobs' claims.
 
-    Use as a context manager around a pass: entering writes the owner file and starts the heartbeat,
+    Use as a context manager around a pass: entering removes what writers of this host that are gone left
+    (:func:`~ifdistill.methods.distill.teacher_cache_clean.clean`), writes the owner file and starts the heartbeat,
     leaving releases what is still held (a failed pass frees its views at once) and removes the owner file.
     """
 
-    def __init__(self, folder: str | os.PathLike, *, expiry_s: float = 300.0,
+    def __init__(self, folder: str | os.PathLike, *, expiry_s: float = 300.0, report_s: float = 30.0,
                  clock: Callable[[], float] = time.monotonic):
         if expiry_s <= 0:
             raise ValueError(f"the claim expiry must be > 0 seconds, got {expiry_s}")
@@ -70,13 +75,16 @@ class ClaimBoard:
         self.expiry_s = float(expiry_s)
         self.heartbeat_s = self.expiry_s / 6  # several beats per expiry: one late write does not expire a claim
         self.poll_s = min(2.0, self.expiry_s / 8)  # how often a waiting job looks again
+        self.report_s = report_s  # how often a waiting job says what it waits for
         self.clock = clock
-        self.owner = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.me = me()
+        self.owner = f"{self.me['host']}-{self.me['pid']}-{self.me['start']}-{uuid.uuid4().hex[:8]}"
         self.taken: set[str] = set()  # views this job took over from an expired claim
         self._held: dict[str, Path] = {}
         self._owners_seen: dict[str, str] = {}  # claim file name -> owner (a claim's content never changes)
         self._watch: dict[str, tuple[Any, float]] = {}  # owner (or claim) -> (beat seen, when first seen)
-        self._beats: dict[str, Any] = {}  # owner -> beat, read once per scan (thousands of claims, few owners)
+        self._records: dict[str, Optional[dict]] = {}  # owner -> its owner file, read once per scan
+        self._gone: dict[str, bool] = {}  # owner -> provably gone, looked up once per scan
         self._beat = 0
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -85,6 +93,9 @@ class ClaimBoard:
     def __enter__(self) -> "ClaimBoard":
         self.claims.mkdir(parents=True, exist_ok=True)
         self.owners.mkdir(parents=True, exist_ok=True)
+        removed = clean(self.claims.parent)  # what writers of this host that are gone left behind
+        if removed:
+            log.warning("teacher pass: removed %s", removed)
         self._write_beat()  # before any claim: a claim's owner file exists from the start
         self._stop.clear()
         self._thread = threading.Thread(target=self._beat_loop, name="teacher-pass-heartbeat", daemon=True)
@@ -101,8 +112,7 @@ class ClaimBoard:
     def _write_beat(self) -> None:
         self._beat += 1
         write_json_atomic(self.owners / f"{self.owner}.json", {
-            "host": socket.gethostname(), "pid": os.getpid(), "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
-            "beat": self._beat, "time": now_iso()})
+            **self.me, "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "beat": self._beat, "time": now_iso()})
 
     def _beat_loop(self) -> None:
         while not self._stop.wait(self.heartbeat_s):
@@ -114,7 +124,8 @@ class ClaimBoard:
     # -- every job's claims ------------------------------------------------------------------------
     def scan(self) -> dict[str, Claim]:
         """The current claim of every claimed view (the owners' beats are read again after each scan)."""
-        self._beats.clear()
+        self._records.clear()
+        self._gone.clear()
         top: dict[str, int] = {}
         for name in os.listdir(self.claims):
             key, _, gen = name.rpartition(".")
@@ -133,18 +144,38 @@ class ClaimBoard:
             self._owners_seen[name] = owner
         return owner
 
-    def _beat_of(self, owner: str) -> Any:
-        if owner not in self._beats:
+    def _record_of(self, owner: str) -> Optional[dict]:
+        if owner not in self._records:
             try:
-                self._beats[owner] = json.loads((self.owners / f"{owner}.json").read_text()).get("beat")
-            except (OSError, ValueError):  # gone, or not visible yet: a value like any other, timed the same
-                self._beats[owner] = None
-        return self._beats[owner]
+                self._records[owner] = json.loads((self.owners / f"{owner}.json").read_text())
+            except (OSError, ValueError):  # gone, or not visible yet: timed like any other beat
+                self._records[owner] = None
+        return self._records[owner]
+
+    def _beat_of(self, owner: str) -> Any:
+        record = self._record_of(owner)
+        return record.get("beat") if isinstance(record, dict) else None
+
+    def owner_gone(self, owner: str) -> bool:
+        """Whether ``owner`` is provably no longer running: its owner file (or, once that is removed, its
+        id: ``<host>-<pid>-<start time>-<random>``) names a process of this host that is gone."""
+        if not owner or owner == self.owner:
+            return False
+        if owner not in self._gone:
+            record = self._record_of(owner)
+            if not isinstance(record, dict):
+                parts = owner.rsplit("-", 3)
+                record = {"host": parts[0], "pid": parts[1], "start": parts[2]} if len(parts) == 4 else {}
+            self._gone[owner] = gone(record)
+        return self._gone[owner]
 
     def expired(self, claim: Claim) -> bool:
-        """Whether ``claim``'s owner has shown no new beat for ``expiry_s`` of this job's clock."""
+        """Whether ``claim``'s owner is provably gone, or has shown no new beat for ``expiry_s`` of this
+        job's clock."""
         if claim.owner == self.owner:
             return False
+        if self.owner_gone(claim.owner):
+            return True
         watch = claim.owner or f"claim:{claim.key}.{claim.generation}"
         beat, now = (self._beat_of(claim.owner) if claim.owner else None), self.clock()
         seen = self._watch.get(watch)
@@ -158,8 +189,9 @@ class ClaimBoard:
         return [k for k in keys if k not in current or self.expired(current[k])]
 
     def claim(self, keys: Sequence[str], current: Mapping[str, Claim]) -> list[str]:
-        """Claim ``keys`` (free or expired in ``current``); returns the ones this job won, in order."""
-        won = []
+        """Claim ``keys`` (free or expired in ``current``); returns the ones this job won, in order. Views
+        taken over are logged as one line per former owner; a provably gone owner's leftovers are removed."""
+        won, from_owner = [], {}
         for key in keys:
             old = current.get(key)
             path = self.claims / f"{key}.{0 if old is None else old.generation + 1}"
@@ -171,12 +203,38 @@ class ClaimBoard:
                 f.write(self.owner)
             if old is not None:
                 self.taken.add(key)
-                log.warning("teacher pass: took over view %s... from %s (no heartbeat for %.0f s)",
-                            key[:16], old.owner or "an owner that never wrote its claim", self.expiry_s)
+                from_owner[old.owner] = from_owner.get(old.owner, 0) + 1
                 (self.claims / f"{key}.{old.generation}").unlink(missing_ok=True)
             self._held[key] = path
             won.append(key)
+        for owner, n in from_owner.items():
+            dead = self.owner_gone(owner)
+            log.warning("teacher pass: took over %d view(s) from %s (%s)", n,
+                        owner or "an owner that never wrote its claim",
+                        "its process is gone on this host" if dead else f"no heartbeat for {self.expiry_s:.0f} s")
+            if dead:
+                removed = clean(self.claims.parent)
+                if removed:
+                    log.warning("teacher pass: removed %s", removed)
         return won
+
+    def describe_wait(self, keys: Iterable[str], current: Mapping[str, Claim]) -> str:
+        """What waiting for ``keys`` means: how many views each owner holds, where it runs and how long
+        since its last new beat (as this job saw it)."""
+        per: dict[str, int] = {}
+        for key in keys:
+            claim = current.get(key)
+            if claim is not None:
+                per[claim.owner] = per.get(claim.owner, 0) + 1
+        now, parts = self.clock(), []
+        for owner, n in sorted(per.items(), key=lambda kv: -kv[1]):
+            record = self._record_of(owner) if owner else None
+            who = (f"pid {record.get('pid')} on {record.get('host')}" if isinstance(record, dict)
+                   else owner or "an owner still writing its claim")
+            seen = self._watch.get(owner or "")
+            beat = f", last beat {now - seen[1]:.0f} s ago" if seen else ""
+            parts.append(f"{n} by {who}{beat}")
+        return "; ".join(parts) or "views being written"
 
     def release(self, keys: Iterable[str]) -> None:
         """Remove this job's claims on ``keys`` (done with them: written, or given up)."""

@@ -11,14 +11,13 @@ import socket
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.support import require
-from tests.integration.train.runs import ROOT, STEPS, _tail, command, env, run_dir
+from tests.support import small_filesystem
+from tests.integration.train.runs import COMMON, ROOT, STEPS, STRATEGIES, _tail, command, env, run_dir
 
 pytestmark = pytest.mark.slow
 
@@ -75,19 +74,6 @@ def test_the_same_command_twice_at_once_is_refused_naming_the_holder(tmp_path):
     assert not [p for p in rd.rglob("*") if "-v1" in p.name]
 
 
-@contextmanager
-def _small_filesystem(path: Path, size: int):
-    """A tmpfs of ``size`` bytes at ``path`` (needs root); yields a function that resizes it."""
-    path.mkdir(parents=True, exist_ok=True)
-    mounted = shutil.which("mount") is not None and subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True).returncode == 0
-    require(mounted, "cannot mount a tmpfs here (needs root)")  # a skip on a developer's machine, a failure in CI
-    try:
-        yield lambda new: subprocess.run(["mount", "-o", f"remount,size={new}", str(path)], check=True)
-    finally:
-        subprocess.run(["umount", "-l", str(path)], capture_output=True)
-
-
 def _tensors(ckpt: Path) -> dict[str, torch.Tensor]:
     """Every tensor of a Lightning checkpoint file: weights, optimizer state, by a flat key."""
     out: dict[str, torch.Tensor] = {}
@@ -120,7 +106,7 @@ def test_a_full_disk_mid_checkpoint_then_a_rerun_ends_as_the_uninterrupted_run(r
     fs = tmp_path / "fs"
     cmd = command("single", fs)[:-1] + [f"hydra.run.dir={tmp_path}/hydra", "run.keep_last_checkpoints=2"]
     log = tmp_path / "faulted.log"
-    with _small_filesystem(fs, int(2.5 * size) + 2**20) as resize:
+    with small_filesystem(fs, int(2.5 * size) + 2**20) as resize:
         code = _run(cmd, log)
         text = log.read_text()
         assert code == 2, _tail(log)
@@ -146,3 +132,54 @@ def test_a_full_disk_mid_checkpoint_then_a_rerun_ends_as_the_uninterrupted_run(r
         assert not unequal, unequal[:5]
         launches = json.loads((run_dir(fs) / "run.json").read_text())["launches"]
         assert len(launches) == 2 and launches[1]["final_step"] == STEPS
+
+
+def test_a_full_disk_at_an_export_after_a_checkpoint_is_one_line_exit_2_and_recorded(tmp_path):
+    """The step-1 checkpoint is written; then the filesystem is shrunk to what it holds plus 2 MiB, so the
+    step-2 export (the model's weights, ~17 MB) cannot be written: safetensors' own error, which is no
+    ``OSError``, ends the run as one line naming the export and the free space, exit 2, the same line in
+    run.json; the export's temp folder is gone and the step-1 checkpoint is intact (a re-run resumes from it)."""
+    from ifdistill.train.checkpointing import is_complete
+
+    fs = tmp_path / "fs"
+    cmd = [sys.executable, "-m", "ifdistill.train.cli", *STRATEGIES["single"], "peft=none",
+           *[a for a in COMMON if not a.startswith(("peft", "trainer.max_steps=", "run.checkpoint_every_n_steps=",
+                                                     "+data.sources.0.max_examples=", "data.heldout=",
+                                                     "data.max_length="))],
+           "+data.sources.0.max_examples=16", "data.heldout=4", "data.max_length=256",
+           f"paths.output_root={fs}", f"hydra.run.dir={tmp_path}/hydra", "trainer.max_steps=2", "run.checkpoint_every_n_steps=1",
+           "run.validate_at_start=false",
+        "callbacks=checkpoint_eval", "callbacks.checkpoint_eval.every_n_steps=2",
+        "callbacks.checkpoint_eval.final_wait_s=0"]
+    log = tmp_path / "export.log"
+    with small_filesystem(fs, "512m") as resize, log.open("ab") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env(), stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            deadline, shrunk = time.monotonic() + 300, False
+            while time.monotonic() < deadline and proc.poll() is None and not shrunk:
+                runs = fs / "train" / "runs"
+                ckpt = run_dir(fs) / "checkpoints" / "step=000001.ckpt" if runs.is_dir() and any(runs.iterdir()) else None
+                if ckpt is not None and ckpt.exists() and is_complete(ckpt):
+                    used = shutil.disk_usage(fs).used
+                    resize(str(used + 2 * 2**20))
+                    shrunk = True
+                time.sleep(0.02)
+            assert shrunk, f"the step-1 checkpoint never appeared\n{_tail(log)}"
+            code = proc.wait(timeout=300)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        text = log.read_text()
+        rd = run_dir(fs)
+        export = rd / "exports" / "step_000002"
+        line = text.strip().splitlines()[-1]
+        assert code == 2, _tail(log)
+        assert line.startswith(f"ifdistill-train: error: no space left to write export {export} ("), line
+        assert line.endswith(" MiB free on that filesystem); free space and re-run the same command"), line
+        assert "Traceback" not in text and "Error executing job" not in text
+        launch = json.loads((rd / "run.json").read_text())["launches"][-1]
+        assert launch["failure"] == line.removeprefix("ifdistill-train: error: ")
+        assert not (rd / "exports").exists() or not list((rd / "exports").iterdir())  # no temp folder left
+        assert sorted(p.name for p in (rd / "checkpoints").iterdir()) == ["step=000001.ckpt"]
+        assert is_complete(rd / "checkpoints" / "step=000001.ckpt", verify=True)

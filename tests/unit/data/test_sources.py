@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -34,6 +35,23 @@ BAD_ROWS = [
     ('{"prompt": "p", "response": "r", "instruction_id_list": "punctuation:no_comma", "kwargs": [{}]}',
      "wrong_type", "instruction_id_list"),
     ('{"prompt": "p", "response": "r", "instruction_id_list": ["a", "b"], "kwargs": [{}]}', "bad_value", "kwargs"),
+    # JSON keeps the last of two equal fields silently: which one was meant?
+    ('{"prompt": "Say hi.", "response": "", "response": "Hi there friend."}', "duplicate_field", "response"),
+    ('{"messages": [{"role": "user", "content": "a", "content": "b"}, {"role": "assistant", "content": "c"}]}',
+     "duplicate_field", "content"),
+    # roles out of the order chat templates require
+    ('{"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}, '
+     '{"role": "assistant", "content": "c"}]}', "turn_order", "messages[1].role"),
+    ('{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, '
+     '{"role": "assistant", "content": "c"}]}', "turn_order", "messages[2].role"),
+    ('{"messages": [{"role": "user", "content": "a"}, {"role": "system", "content": "s"}, '
+     '{"role": "user", "content": "b"}, {"role": "assistant", "content": "c"}]}', "turn_order", "messages[1].role"),
+    ('{"messages": [{"role": "assistant", "content": "a"}, {"role": "user", "content": "b"}, '
+     '{"role": "assistant", "content": "c"}]}', "turn_order", "messages[0].role"),
+    ('{"prompt": [{"role": "user", "content": "Write a poem."}, {"role": "user", "content": "No commas."}], '
+     '"response": "r", "instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}', "turn_order", "prompt[1].role"),
+    ('{"prompt": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}], "completion": "b"}',
+     "turn_order", "completion"),
 ]
 
 
@@ -68,6 +86,51 @@ def test_tolerant_skips_and_counts(tmp_path):
     assert stats["rows_read"] == 2 + len(BAD_ROWS)
     assert stats["invalid_examples"]["malformed_json"][0].startswith(f"{path}:2")
     assert stats["identity"]["files"][0]["sha256"]
+
+
+def test_a_missing_answer_is_named_as_the_file_names_it(tmp_path):
+    """A prompt/response file: a row without its answer is told ``response``, the file's word, not
+    ``completion`` (the word of the other layout)."""
+    path = write_jsonl(tmp_path / "d.jsonl", [json.dumps({"prompt": "Say hi.", "response": "Hi."}), '{"prompt": "x"}'])
+    with pytest.raises(DataError) as info:
+        load_source(SourceSpec(name="s", path=str(path)))
+    assert (info.value.field, info.value.location, info.value.kind) == ("response", f"{path}:2", "missing_field")
+    ifeval = write_jsonl(tmp_path / "i.jsonl", ['{"prompt": "p", "instruction_id_list": ["a"], "kwargs": [{}]}'])
+    with pytest.raises(DataError) as info:  # no earlier row: the IFEval layout's word
+        load_source(SourceSpec(name="s", path=str(ifeval)))
+    assert (info.value.field, info.value.location) == ("response", f"{ifeval}:1")
+
+
+def test_a_key_shared_by_rows_is_refused_or_skipped_and_counted(tmp_path, caplog):
+    """Ten rows sharing one IFEval key: strict loading names the second row and the first; tolerant
+    loading keeps the first, skips nine, counts them as ``duplicate_key`` and says so on the console."""
+    row = {"key": 7, "prompt": "p", "response": "r", "instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}
+    rows = [json.dumps({**row, "prompt": f"p{i}"}) for i in range(10)] + [json.dumps({**row, "key": 8})]
+    path = write_jsonl(tmp_path / "d.jsonl", rows)
+    with pytest.raises(DataError) as info:
+        load_source(SourceSpec(name="s", path=str(path)))
+    assert (info.value.kind, info.value.location, info.value.field) == ("duplicate_key", f"{path}:2", "key")
+    assert f"key 7 is also the key of {path}:1" in str(info.value)
+    caplog.set_level(logging.WARNING, logger="ifdistill")
+    src = load_source(SourceSpec(name="s", path=str(path)), tolerant=True)
+    assert [ex.prompt for ex in src.examples] == ["p0", "p"] and [ex.key for ex in src.examples] == ["7", "8"]
+    assert src.stats.to_dict()["rows_invalid"] == {"duplicate_key": 9}
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [f"data source 's': skipped 9 invalid row(s) of 11 (duplicate_key 9; data.tolerant=true), "
+                     f"first: {path}:2: field 'key': key 7 is also the key of {path}:1 [duplicate_key]"]
+
+
+def test_turn_order_of_prompts_and_of_prompts_with_their_reference_answer():
+    """Prompt rows end with the user's turn, or carry their reference answer after it; either way the
+    roles alternate."""
+    user, assistant = {"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}
+    for messages in ([user], [{"role": "system", "content": "s"}, user], [user, assistant]):
+        assert normalise_row({"messages": messages}, source="e", row_id="1", need_completion=False)
+    for messages, field in (([user, user], "messages[1].role"), ([assistant], "messages[0].role"),
+                            ([{"role": "system", "content": "s"}], "messages")):
+        with pytest.raises(DataError) as info:
+            normalise_row({"messages": messages}, source="e", row_id="1", need_completion=False)
+        assert (info.value.kind, info.value.field) == ("turn_order", field) or info.value.kind == "bad_value"
 
 
 def test_layouts_normalise_to_messages():

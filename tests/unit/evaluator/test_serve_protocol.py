@@ -1,6 +1,6 @@
 """The persistent evaluator's protocol without an engine: command lines, results.json's runtime record,
 and a real ``ifdistill-eval serve`` process answering an input error as a fresh process would (exit 2),
-staying up, and stopping on close() with nothing left behind."""
+staying up, and stopping on close() with nothing left behind (no process, no spool folder)."""
 
 from __future__ import annotations
 
@@ -73,6 +73,7 @@ def test_input_error_is_exit_2_and_the_server_stays(tmp_path):
     finally:
         runner.close()
     assert server.proc.poll() == 0  # it stopped on request, not by a signal
+    assert not server.spool.exists() and not list(out.parent.glob(".eval-server-*"))  # its spool removed
     runner.close()  # idempotent
     assert left_behind(before) == []
 

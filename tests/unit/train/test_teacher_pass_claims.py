@@ -1,5 +1,6 @@
 """Jobs that fill one teacher cache at once share the pass through claims: each view is computed once, a
-dead job's claims are taken over after they expire, and a half-written shard is never read.
+dead job's claims are taken over (at once when it provably died on this host, else after they expire), a
+half-written shard is never read and is removed, and a job that waits says for what.
 
 The teacher here is a pure function of the view key (seeded logits -> top-k), so the protocol is tested
 with real files, real threads and a real SIGKILLed process at no model cost; the training runs that
@@ -9,8 +10,11 @@ share a pass are in tests/integration/train/test_teacher_cache_sweep.py.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +26,7 @@ import pytest
 import torch
 
 from ifdistill.methods.distill import teacher_cache
+from ifdistill.methods.distill import teacher_cache_clean as clean_module
 from ifdistill.methods.distill.teacher_cache import CacheNamespace, TeacherCache
 from ifdistill.methods.distill.teacher_pass import PassStats, TeacherViewRef, shared_pass, teacher_topk
 from ifdistill.methods.distill.teacher_pass_claims import ClaimBoard
@@ -137,8 +142,8 @@ def victim(root: str, expiry_s: float) -> None:
     real, compute, calls = teacher_cache.atomic_write, compute_into(cache, 0.0), []
 
     class HalfThenKilled:
-        def __init__(self, path, mode):
-            self.inner = real(path, mode)
+        def __init__(self, path, mode, **kwargs):
+            self.inner = real(path, mode, **kwargs)
 
         def __enter__(self):
             handle = self.inner.__enter__()
@@ -165,8 +170,11 @@ def victim(root: str, expiry_s: float) -> None:
         shared_pass(dying, views(0, 16), cache, board, views_per_shard=PER_SHARD)
 
 
-def test_a_killed_jobs_claims_are_taken_over_and_its_half_shard_never_read(tmp_path):
-    expiry = 1.0
+def test_a_killed_jobs_claims_are_taken_over_at_once_and_its_leftovers_removed(tmp_path, caplog):
+    """A writer SIGKILLed half-way through a shard: the next jobs (claim expiry 300 s) take its views over at
+    once, since its pid is gone on this host, with one line per job that took some; its temp shard and owner
+    file are removed; every view ends present, exact, and computed once."""
+    expiry = 300.0
     code = f"from tests.unit.train.test_teacher_pass_claims import victim; victim({str(tmp_path)!r}, {expiry})"
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                           capture_output=True, text=True, timeout=120)
@@ -175,13 +183,110 @@ def test_a_killed_jobs_claims_are_taken_over_and_its_half_shard_never_read(tmp_p
     held = [p.name for p in (folder / "claims").iterdir()]
     assert len(held) == PER_SHARD  # killed while holding its second batch
     assert len(list(folder.glob(".shard-*.tmp"))) == 1  # ... half-way through writing its shard
+    assert len(list((folder / "owners").iterdir())) == 1  # ... and never removed its owner file
     assert len(TeacherCache(tmp_path, NS).open()) == PER_SHARD  # only its first shard is complete
 
+    caplog.set_level(logging.INFO, logger="ifdistill")
     t0 = time.monotonic()
     stats = together(tmp_path, [views(0, 16), views(0, 16)], expiry_s=expiry)
-    assert time.monotonic() - t0 >= expiry  # the dead job's views waited for its claims to expire
+    seconds = time.monotonic() - t0
+    assert seconds < expiry / 10, seconds  # no waiting for the expiry: the claimer is provably gone
     assert sum(s.taken_over for s in stats) == PER_SHARD
     assert sum(s.computed for s in stats) == 16 - PER_SHARD  # the rest once, its taken-over views included
     assert all(s.cached_before == PER_SHARD for s in stats)
     assert_complete_and_exact(tmp_path, views(0, 16))
     assert not list((folder / "claims").iterdir())
+    assert sorted(p.name for p in folder.iterdir() if p.name.startswith(".")) == []  # no temp file left
+    assert not list((folder / "owners").iterdir())  # nor any owner file (the two jobs removed theirs)
+    took = [r.getMessage() for r in caplog.records if "took over" in r.getMessage()]
+    assert 1 <= len(took) <= 2 and all("its process is gone on this host" in t for t in took), took
+    assert sum(int(re.search(r"took over (\d+) view", t)[1]) for t in took) == PER_SHARD
+    assert any("removed 1 temp file(s)" in r.getMessage() for r in caplog.records)
+
+
+def test_a_writer_is_gone_when_its_pid_is_free_reused_or_a_zombie():
+    """The test that lets a claim be taken over at once: only a process of this host, checked by pid and
+    start time; a live one (this process) is not gone, another host's never provably is."""
+    mine = clean_module.me()
+    assert not clean_module.gone(mine)
+    assert clean_module.gone({**mine, "start": str(int(mine["start"]) + 1)})  # the pid reused by another process
+    assert not clean_module.gone({**mine, "host": mine["host"] + "-elsewhere"})
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    writer = {**mine, "pid": child.pid, "start": clean_module.process_start(child.pid)[0]}
+    deadline = time.monotonic() + 30
+    while clean_module.process_start(child.pid)[1] != "Z" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert clean_module.gone(writer)  # exited, not yet reaped: a zombie
+    child.wait()
+    assert clean_module.gone(writer)  # reaped: the pid is free
+
+
+def test_waiting_for_a_live_claimer_says_what_it_waits_for_periodically(tmp_path, caplog):
+    """A job whose views another live job holds says, at once and then every ``report_s``, how many views it
+    waits for, whose (pid and host) and how long it has waited; it computes none of them."""
+    need = views(0, 4)
+    cache = TeacherCache(tmp_path, NS).open()
+    caplog.set_level(logging.INFO, logger="ifdistill")
+    with ClaimBoard(cache.dir, expiry_s=300.0) as holder:
+        assert holder.claim([v.key for v in need], holder.scan()) == [v.key for v in need]
+
+        def finish():
+            time.sleep(1.2)
+            TeacherCache(tmp_path, NS).open().write_shard([teacher(v) for v in need])
+            holder.release([v.key for v in need])
+        writer = threading.Thread(target=finish)
+        writer.start()
+        waiter = TeacherCache(tmp_path, NS).open()
+        with ClaimBoard(cache.dir, expiry_s=300.0, report_s=0.5) as board:
+            board.poll_s = 0.1
+            stats = shared_pass(compute_into(waiter), need, waiter, board, views_per_shard=PER_SHARD)
+        writer.join()
+    assert stats.waited == 4 and stats.computed == 0
+    lines = [r.getMessage() for r in caplog.records if "waiting for" in r.getMessage()]
+    assert lines[0].startswith(f"teacher pass: waiting for 4 view(s) other jobs claim (4 by pid {os.getpid()} "
+                               f"on {socket.gethostname()}")
+    assert lines[0].endswith("0 s waited so far")
+    # once at the start, then one per report_s of waiting (a poll may land just past a report's time)
+    assert 2 <= len(lines) <= 2 + stats.wait_seconds / 0.5, lines
+
+
+def test_the_clean_command_removes_only_what_gone_writers_left(tmp_path):
+    """``python -m ...teacher_cache_clean CACHE_DIR`` (``make clean-teacher-cache``): a gone writer's temp
+    shard and owner file go; a live writer's temp file, another host's recent one, the shards and the
+    claims stay; another host's file untouched for longer than ``--older-than`` goes."""
+    cache = TeacherCache(tmp_path, NS).open()
+    cache.write_shard([teacher(v) for v in views(0, 2)])
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead = {**clean_module.me(), "pid": child.pid, "start": clean_module.process_start(child.pid)[0]}
+    child.wait()
+    tag = f"w~{dead['host']}~{dead['pid']}~{dead['start']}~"
+    folder = cache.dir
+    (folder / f".shard-aa.npz.{tag}x1.tmp").write_bytes(b"\0" * 4096)
+    (folder / "owners").mkdir()
+    (folder / "owners" / f"{dead['host']}-{dead['pid']}-0000.json").write_text(json.dumps({**dead, "beat": 3}))
+    live = folder / f".shard-bb.npz.{clean_module.writer_tag()}x2.tmp"
+    live.write_bytes(b"1")
+    remote_new = folder / ".shard-cc.npz.w~node7~12~345~x3.tmp"
+    remote_old = folder / ".shard-dd.npz.w~node7~13~345~x4.tmp"
+    remote_new.write_bytes(b"2")
+    remote_old.write_bytes(b"3")
+    os.utime(remote_old, (time.time() - 7200, time.time() - 7200))
+    (folder / "claims").mkdir()
+    (folder / "claims" / "k.0").write_text("someone")
+    before = {p for p in folder.rglob("*")}
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "ifdistill.methods.distill.teacher_cache_clean", *args],
+                              cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                              timeout=60)
+    out = run(str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == (f"teacher-cache clean: {folder}: removed 1 temp file(s) (0.0 MiB) and 1 owner "
+                                  "file(s) of writers that are gone")
+    gone = before - {p for p in folder.rglob("*")}
+    assert {p.name for p in gone} == {f".shard-aa.npz.{tag}x1.tmp", f"{dead['host']}-{dead['pid']}-0000.json"}
+    out = run(str(folder), "--older-than", "3600")
+    assert out.returncode == 0 and "removed 1 temp file(s)" in out.stdout and not remote_old.exists()
+    assert live.exists() and remote_new.exists() and len(TeacherCache(tmp_path, NS).open()) == 2
+    bad = run(str(tmp_path / "nothing-here"))
+    assert bad.returncode == 2 and bad.stderr.strip().endswith("no teacher cache here (no namespace.json)")
