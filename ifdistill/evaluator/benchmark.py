@@ -74,6 +74,22 @@ class Benchmark:
         return shared_data_dir() / self.local_data
 
     # -- config ---------------------------------------------------------------------------------------
+    def sections(self) -> dict[str, type]:
+        """This benchmark's own ``eval`` sections (``{key: settings dataclass}``): ``SECTIONS`` of the
+        ``settings`` module beside its ``benchmark`` module (``ifdistill/evaluator/<name>/settings.py``).
+        Every field of them enters its eval_config_hash (:mod:`ifdistill.evaluator.identity`); a section of
+        another benchmark set in its config is refused (:func:`~ifdistill.evaluator.settings.eval_settings`)."""
+        package, _, leaf = type(self).__module__.rpartition(".")
+        if leaf != "benchmark" or not package.startswith(f"{__package__}."):
+            return {}
+        try:
+            module = importlib.import_module(f"{package}.settings")
+        except ModuleNotFoundError as err:
+            if err.name != f"{package}.settings":
+                raise
+            return {}
+        return dict(getattr(module, "SECTIONS", {}))
+
     def check(self, settings: Any) -> None:
         """Validate the parts of :class:`~ifdistill.evaluator.settings.EvalSettings` this benchmark reads;
         raise :class:`~ifdistill.config.ConfigError` naming the key."""
