@@ -64,6 +64,16 @@ class Benchmark:
     local_data: str = ""
     #: Columns of the W&B samples table (:meth:`sample_row` fills them from a samples.jsonl row).
     sample_columns: tuple[str, ...] = ("key", "prompt", "response")
+    #: Packages of its own outside its folder (its scorer, checkers it shares with another benchmark):
+    #: they may name it, as its folder may (tests/unit/test_benchmark_names.py).
+    packages: tuple[str, ...] = ()
+
+    def folders(self) -> list[str]:
+        """Its folder (``ifdistill/evaluator/<name>/``, the package of its ``benchmark`` module) and the folders
+        of its :attr:`packages`, relative to the repository (``/``-separated, ending in ``/``)."""
+        module = type(self).__module__
+        own = [module.rpartition(".")[0]] if module.startswith(f"{__package__}.") else []
+        return [name.replace(".", "/") + "/" for name in (*own, *self.packages)]
 
     def local_rows(self) -> Path:
         """The shared offline copy of this benchmark's rows (:attr:`local_data`)."""
