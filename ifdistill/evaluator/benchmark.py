@@ -159,6 +159,16 @@ class Benchmark:
         check): per-row fields (``strict_prompt``...) and the aggregates of :meth:`headline_metrics`."""
         raise NotImplementedError(f"benchmark {self.name!r} does not score free responses")
 
+    def is_fraction(self, metric: str) -> bool:
+        """Whether ``metric`` is a fraction in [0, 1]: the results page shows it in percent and its deltas in
+        percentage points, any other metric in its own unit (a mean word count stays a count). Default
+        :attr:`fractions`; a benchmark whose metrics mix both says which."""
+        return self.fractions
+
+    def is_higher_better(self, metric: str) -> bool:
+        """Whether a larger ``metric`` is better (the page's verdicts, rankings). Default :attr:`higher_is_better`."""
+        return self.higher_is_better
+
     def claims(self, metric: str) -> bool:
         """Whether a metric named without its benchmark (``--columns``, a metrics.json entry without
         ``benchmark``) is this benchmark's."""
