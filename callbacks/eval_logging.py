@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Optional
 
 from ifdistill.evaluator.benchmark import benchmark_of, namespace, of_results, short_name
 from ifdistill.evaluator.output import SAMPLES_FILE, iter_sample_rows
@@ -91,28 +91,24 @@ def log_evaluation(loggers: Iterable[Any], step: int, results: dict, out_dir: Pa
     """Log one evaluation of eval section ``section`` (None: the run's ``eval``) at ``step``; returns the
     flat metrics logged.
 
-    The scalars reach every logger whatever happens to the W&B samples table (logged after them, in a row
-    of its own on the section's step): a table or a logger that fails raises :class:`LoggingError` once
-    every other logger and part has been logged."""
+    The scalars reach every logger whatever happens to the W&B samples table: W&B gets the table in the
+    scalars' row, and a table that cannot be built or logged leaves that row without it. A table or a
+    logger that fails raises :class:`LoggingError` (one line) once every other logger and part is logged."""
     ns = namespace(section, benchmark_of(results))
     metrics = flat_metrics(results, ns)
     failures: list[str] = []
     for logger in loggers:
-        wandb_logger = type(logger).__name__ == "WandbLogger"
         try:
-            if wandb_logger:
-                _log_wandb(logger.experiment, step, metrics, ns)
+            if type(logger).__name__ == "WandbLogger":
+                table_error = _log_wandb(logger.experiment, step, metrics, ns,
+                                         lambda: sample_table(out_dir, n_samples, results))
+                if table_error is not None:
+                    failures.append(f"W&B samples table {ns}/samples (the metrics were logged): {_one_line(table_error)}")
             else:
                 logger.log_metrics({**metrics, step_key(ns): float(step)}, step=step)
                 logger.save()
         except Exception as err:  # noqa: BLE001 -- reported by LoggingError, the others still log
-            failures.append(f"{type(logger).__name__} metrics: {_one_line(err)}")
-            continue
-        if wandb_logger and n_samples > 0:
-            try:
-                _log_wandb_table(logger.experiment, step, sample_table(out_dir, n_samples, results), ns)
-            except Exception as err:  # noqa: BLE001
-                failures.append(f"W&B samples table {ns}/samples (the metrics were logged): {_one_line(err)}")
+            failures.append(f"{type(logger).__name__}: {_one_line(err)}")
     if failures:
         raise LoggingError("; ".join(failures))
     return metrics
@@ -123,25 +119,38 @@ def _one_line(err: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def _log_wandb(run: Any, step: int, metrics: dict, ns: str) -> None:
+def _log_wandb(run: Any, step: int, metrics: dict, ns: str,
+               table: Callable[[], tuple[list[str], list[list[Any]]]]) -> Optional[Exception]:
+    """One row: the metrics on the section's step, with the samples table when it builds and logs; returns
+    what stopped the table (None: logged, or no rows)."""
+    import wandb
+
     key = step_key(ns)
     if (run.id, ns) not in _DEFINED:
         run.define_metric(key)
         run.define_metric(f"{ns}/*", step_metric=key)
         run.define_metric(f"{ns}_type/*", step_metric=key)
         _DEFINED.add((run.id, ns))
-    run.log({**metrics, key: step})
+    payload: dict[str, Any] = {**metrics, key: step}
+    table_error: Optional[Exception] = None
+    try:
+        columns, rows = table()
+        if rows:
+            payload[f"{ns}/samples"] = wandb.Table(columns=columns, data=rows)
+    except Exception as err:  # noqa: BLE001 -- the metrics go on without it
+        table_error = err
+    try:
+        run.log(payload)
+    except Exception as err:  # noqa: BLE001
+        if f"{ns}/samples" not in payload:
+            raise
+        del payload[f"{ns}/samples"]  # the row failed as a whole (serialising the table): once more without it
+        run.log(payload)
+        table_error = err
     # The summary shows the latest checkpoint's evaluation, whatever order evaluations finish in.
     if step >= (run.summary.get(key) or -1):
         for k, v in metrics.items():
             if k.startswith(f"{ns}/"):
                 run.summary[k] = v
         run.summary[key] = step
-
-
-def _log_wandb_table(run: Any, step: int, table: tuple[list[str], list[list[Any]]], ns: str) -> None:
-    import wandb
-
-    columns, rows = table
-    if rows:
-        run.log({f"{ns}/samples": wandb.Table(columns=columns, data=rows), step_key(ns): step})
+    return table_error
