@@ -1,6 +1,7 @@
-"""A benchmark's units and direction on the results page, its deltas and ``ifdistill-status``: a benchmark of the
-test tree whose metric is a mean word count (not a fraction; fewer words is better) shows ``8.1000 ± 0.5000``,
-never ``810.00 ± 50.00``; its deltas stay in words; a row with fewer words than the base *gains*."""
+"""A benchmark's units and direction on the results page, its deltas, ``ifdistill-status`` and the W&B view: a
+benchmark of the test tree whose metric is a mean word count (not a fraction; fewer words is better) shows
+``8.1000 ± 0.5000``, never ``810.00 ± 50.00``; its deltas stay in words; a row with fewer words than the base
+*gains*; the view plots the count as logged and titles it lower-is-better."""
 
 from __future__ import annotations
 
@@ -32,6 +33,9 @@ class MeanWords(registry.Benchmark):
     higher_is_better = False
 
     def headline_metrics(self, results):
+        return ["mean_words"]
+
+    def panel_metrics(self, section):
         return ["mean_words"]
 
 
@@ -80,3 +84,11 @@ def test_a_count_is_shown_in_its_unit_and_fewer_words_gain(words_runs):
 def test_status_shows_the_count_as_it_is(words_runs):
     table = format_table([run_status(words_runs / "sweep" / "short")])
     assert f"mean_words {RUNS['short']:.4f}±{SE:.4f}" in table and "810" not in table
+
+
+def test_the_wandb_view_plots_the_count_as_logged_and_says_fewer_is_better(words_runs):
+    from ifdistill.wandb_view import _benchmark_section  # the section view_spec builds per eval section
+
+    section = _benchmark_section(WORDS, WORDS, registry.get(WORDS).panel_metrics({}))
+    assert section == {"name": "Words", "panels": [{"type": "line", "title": f"{WORDS} mean words (lower is better)",
+                                                    "x": f"{WORDS}/step", "y": [f"{WORDS}/mean_words"]}]}
