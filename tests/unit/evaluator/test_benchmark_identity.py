@@ -50,7 +50,10 @@ def _changed(kind: typing.Any, value: typing.Any) -> typing.Any:
     args = [a for a in typing.get_args(kind) if a is not type(None)]
     base = args[0] if typing.get_origin(kind) is typing.Union else kind
     if value is None:
-        return {int: 3, str: "x", bool: True, float: 0.5}[base]
+        base = typing.get_origin(base) or base
+        return {int: 3, str: "x", bool: True, float: 0.5, list: ["x"], dict: {"x": 1}}[base]
+    if isinstance(value, dict):
+        return {**value, "x": 1}
     if isinstance(value, bool):
         return not value
     if isinstance(value, (int, float)):
@@ -68,7 +71,8 @@ def _set(obj: typing.Any, path: str, value: typing.Any) -> typing.Any:
     return dataclasses.replace(obj, **{head: value if not rest else new})
 
 
-def _own_fields() -> list[tuple[str, str, str, dataclasses.Field, typing.Any]]:
+def _own_fields() -> list[tuple[str, str, type, str, dataclasses.Field, typing.Any]]:
+    """``(benchmark, section key, section class, field path, field, its type)`` of every leaf field."""
     out = []
     for bench in _benchmarks():
         for key, cls in bench.sections().items():
@@ -76,7 +80,7 @@ def _own_fields() -> list[tuple[str, str, str, dataclasses.Field, typing.Any]]:
                 owner = cls
                 for part in path.split(".")[:-1]:
                     owner = typing.get_type_hints(owner)[part]
-                out.append((bench.name, key, path, f, typing.get_type_hints(owner)[f.name]))
+                out.append((bench.name, key, cls, path, f, typing.get_type_hints(owner)[f.name]))
     return out
 
 
@@ -86,9 +90,15 @@ def test_every_benchmark_is_walked_and_sections_are_found():
     assert {(b, k) for b, k, *_ in _own_fields()} >= {("lmeval", "lmeval"), ("judge", "judge")}
 
 
-@pytest.mark.parametrize("bench,key,path,field,kind", _own_fields(), ids=lambda v: v if isinstance(v, str) else "")
-def test_every_own_setting_enters_the_hash(bench, key, path, field, kind):
-    cls = registry.get(bench).sections()[key] if bench in registry.names() else None
+def test_a_new_sections_field_of_any_type_is_perturbed():
+    """What a new benchmark's settings may hold: every kind of field gets another value."""
+    for kind, value in ((int, 1), (float, 0.5), (str, ""), (bool, False), (typing.Optional[int], None),
+                        (typing.Optional[typing.List[str]], None), (typing.List[int], [1]), (typing.Dict[str, int], {})):
+        assert _changed(kind, value) != value
+
+
+@pytest.mark.parametrize("bench,key,cls,path,field,kind", _own_fields(), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_own_setting_enters_the_hash(bench, key, cls, path, field, kind):
     if HASHED_AS in field.metadata:  # enters in another form, proved by its benchmark's prepare tests
         assert field.metadata[HASHED_AS].strip(), f"eval.{key}.{path}: hashed_as names no place"
         return
