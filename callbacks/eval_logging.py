@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Optional
 
 from ifdistill.evaluator.benchmark import benchmark_of, namespace, of_results, short_name
 from ifdistill.evaluator.output import SAMPLES_FILE, iter_sample_rows
 
-__all__ = ["benchmark_of", "evaluation_line", "flat_metrics", "log_evaluation", "sample_table", "step_key"]
+__all__ = ["LoggingError", "benchmark_of", "evaluation_line", "flat_metrics", "log_evaluation", "one_type_per_column",
+           "sample_table", "step_key"]
 
 
 def step_key(ns: str) -> str:
@@ -55,11 +56,31 @@ def flat_metrics(results: dict, ns: str | None = None) -> dict[str, float]:
 
 def sample_table(out_dir: Path, limit: int, results: dict) -> tuple[list[str], list[list[Any]]]:
     """The W&B samples table of the first ``limit`` samples, with the columns of the results' benchmark
-    (:meth:`~ifdistill.evaluator.benchmark.Benchmark.sample_table`); no rows if the evaluation kept none."""
+    (:meth:`~ifdistill.evaluator.benchmark.Benchmark.sample_table`), each column of one type
+    (:func:`one_type_per_column`); no rows if the evaluation kept none."""
     bench = of_results(results)
     if limit <= 0 or not (Path(out_dir) / SAMPLES_FILE).is_file():
         return bench.sample_table([])
-    return bench.sample_table(list(itertools.islice(iter_sample_rows(out_dir), limit)))
+    columns, rows = bench.sample_table(list(itertools.islice(iter_sample_rows(out_dir), limit)))
+    return columns, one_type_per_column(rows)
+
+
+def one_type_per_column(rows: list[list[Any]]) -> list[list[Any]]:
+    """``rows`` with every column whose values differ in type rendered as text in every row (W&B refuses a
+    table whose column mixes types: lm-eval's ``target`` is a choice's index for a multiple-choice task and
+    the answer's text for a generative one, and one section may hold both); a missing value (None) fits any
+    column and becomes an empty text in a rendered one. Columns of one type keep their values."""
+    if not rows:
+        return rows
+    mixed = [len({type(v) for v in column if v is not None}) > 1 for column in zip(*rows)]
+    if not any(mixed):
+        return rows
+    return [[("" if v is None else v if isinstance(v, str) else str(v)) if m else v for v, m in zip(row, mixed)]
+            for row in rows]
+
+
+class LoggingError(RuntimeError):
+    """Some part of an evaluation did not reach a logger (one line, naming it); every other part did."""
 
 
 _DEFINED: set[tuple[str, str]] = set()  # (W&B run id, namespace) whose metrics are declared
@@ -68,19 +89,40 @@ _DEFINED: set[tuple[str, str]] = set()  # (W&B run id, namespace) whose metrics 
 def log_evaluation(loggers: Iterable[Any], step: int, results: dict, out_dir: Path, n_samples: int = 64,
                    section: str | None = None) -> dict:
     """Log one evaluation of eval section ``section`` (None: the run's ``eval``) at ``step``; returns the
-    flat metrics logged."""
+    flat metrics logged.
+
+    The scalars reach every logger whatever happens to the W&B samples table: W&B gets the table in the
+    scalars' row, and a table that cannot be built or logged leaves that row without it. A table or a
+    logger that fails raises :class:`LoggingError` (one line) once every other logger and part is logged."""
     ns = namespace(section, benchmark_of(results))
     metrics = flat_metrics(results, ns)
+    failures: list[str] = []
     for logger in loggers:
-        if type(logger).__name__ == "WandbLogger":
-            _log_wandb(logger.experiment, step, metrics, sample_table(out_dir, n_samples, results), ns)
-        else:
-            logger.log_metrics({**metrics, step_key(ns): float(step)}, step=step)
-            logger.save()
+        try:
+            if type(logger).__name__ == "WandbLogger":
+                table_error = _log_wandb(logger.experiment, step, metrics, ns,
+                                         lambda: sample_table(out_dir, n_samples, results))
+                if table_error is not None:
+                    failures.append(f"W&B samples table {ns}/samples (the metrics were logged): {_one_line(table_error)}")
+            else:
+                logger.log_metrics({**metrics, step_key(ns): float(step)}, step=step)
+                logger.save()
+        except Exception as err:  # noqa: BLE001 -- reported by LoggingError, the others still log
+            failures.append(f"{type(logger).__name__}: {_one_line(err)}")
+    if failures:
+        raise LoggingError("; ".join(failures))
     return metrics
 
 
-def _log_wandb(run: Any, step: int, metrics: dict, table: tuple[list[str], list[list[Any]]], ns: str) -> None:
+def _one_line(err: BaseException, limit: int = 300) -> str:
+    text = " ".join(f"{type(err).__name__}: {err}".split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _log_wandb(run: Any, step: int, metrics: dict, ns: str,
+               table: Callable[[], tuple[list[str], list[list[Any]]]]) -> Optional[Exception]:
+    """One row: the metrics on the section's step, with the samples table when it builds and logs; returns
+    what stopped the table (None: logged, or no rows)."""
     import wandb
 
     key = step_key(ns)
@@ -90,13 +132,25 @@ def _log_wandb(run: Any, step: int, metrics: dict, table: tuple[list[str], list[
         run.define_metric(f"{ns}_type/*", step_metric=key)
         _DEFINED.add((run.id, ns))
     payload: dict[str, Any] = {**metrics, key: step}
-    columns, rows = table
-    if rows:
-        payload[f"{ns}/samples"] = wandb.Table(columns=columns, data=rows)
-    run.log(payload)
+    table_error: Optional[Exception] = None
+    try:
+        columns, rows = table()
+        if rows:
+            payload[f"{ns}/samples"] = wandb.Table(columns=columns, data=rows)
+    except Exception as err:  # noqa: BLE001 -- the metrics go on without it
+        table_error = err
+    try:
+        run.log(payload)
+    except Exception as err:  # noqa: BLE001
+        if f"{ns}/samples" not in payload:
+            raise
+        del payload[f"{ns}/samples"]  # the row failed as a whole (serialising the table): once more without it
+        run.log(payload)
+        table_error = err
     # The summary shows the latest checkpoint's evaluation, whatever order evaluations finish in.
     if step >= (run.summary.get(key) or -1):
         for k, v in metrics.items():
             if k.startswith(f"{ns}/"):
                 run.summary[k] = v
         run.summary[key] = step
+    return table_error

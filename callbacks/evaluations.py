@@ -9,7 +9,8 @@ group, a SLURM job); and every outcome is recorded:
 
 - a result: ``metrics.json`` (with its ``source``: ``callback`` or ``backfill``), one summary line, and
   every logger at the checkpoint's step (:func:`~ifdistill.callbacks.eval_logging.log_evaluation`);
-  a logger that fails is recorded as a failure of that step and never stops the driver;
+  a logger (or a part of one, the W&B samples table) that fails is one line on the console and a failure of
+  that step in ``metrics.json``, and never stops the driver nor the other loggers' metrics;
 - a failure (retried or given up), a skip under back-pressure, a job abandoned when training stops:
   ``metrics.json``'s ``failures`` with the reason, exit code and log tail.
 
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from ifdistill.callbacks.eval_jobs import EvalEvent, EvalJob, EvalQueue
-from ifdistill.callbacks.eval_logging import evaluation_line, log_evaluation
+from ifdistill.callbacks.eval_logging import LoggingError, evaluation_line, log_evaluation
 from ifdistill.evaluator.benchmark import namespaces
 from ifdistill.evaluator.output import read_results_json
 from ifdistill.results import run_metrics
@@ -114,8 +115,9 @@ class CheckpointEvaluations:
         try:  # the result is safe in metrics.json; a logger failing must not stop the driver
             log_evaluation(loggers, step, results, job.out_dir, self.log_samples, section=name)
         except Exception as err:  # noqa: BLE001
-            print(f"[{self.label}] step {step}{_named(name)}: logging the evaluation failed: {err!r}", flush=True)
-            self.record_failure(step, job.attempt, f"logging failed: {err!r}", benchmark=name)
+            reason = str(err) if isinstance(err, LoggingError) else " ".join(repr(err).split())
+            print(f"[{self.label}] step {step}{_named(name)}: logging the evaluation failed: {reason}", flush=True)
+            self.record_failure(step, job.attempt, f"logging failed: {reason}", benchmark=name)
 
     def record_failure(self, step: int, attempt: int, reason: str, exit_code: Optional[int] = None,
                        log_tail: str = "", *, benchmark: Optional[str] = None) -> None:

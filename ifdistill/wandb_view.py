@@ -114,9 +114,12 @@ def _title(ns: str, bm: str) -> str:
 
 
 def _benchmark_section(ns: str, bm: str, metrics: Sequence[str]) -> dict:
-    step = f"{ns}/step"
+    """A line panel per metric, as logged (a fraction in [0, 1], any other metric in its unit); a metric whose
+    smaller values are better says so in its title (:meth:`~ifdistill.evaluator.benchmark.Benchmark.is_higher_better`)."""
+    step, bench = f"{ns}/step", registry.get(bm)
     return {"name": _title(ns, bm), "panels": [
-        _line(f"{ns} {v.replace('_acc', '').replace('_', ' ')}", step, [f"{ns}/{v}"]) for v in metrics]}
+        _line(f"{ns} {v.replace('_acc', '').replace('_', ' ')}" + ("" if bench.is_higher_better(v) else " (lower is better)"),
+              step, [f"{ns}/{v}"]) for v in metrics]}
 
 
 def _types_section(ns: str, bm: str) -> Optional[dict]:

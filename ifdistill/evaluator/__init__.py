@@ -6,7 +6,7 @@ for a separate evaluator process), ``settings`` (the ``eval`` config schema), ``
 evaluated), ``dataset`` and ``prompts`` (what the model reads), ``plan`` (what every benchmark's plan
 holds; the plan over ``eval.data``'s rows), ``generation`` (requests and post-processing), ``backends``
 (which backend) / ``backend_vllm`` / ``backend_hf`` (how it writes and scores), ``fingerprint``
-(``eval_config_hash``), ``results`` / ``schema`` / ``output`` (what is written and read).
+(``eval_config_hash``), ``identity`` (a benchmark's own config sections in it), ``results`` / ``schema`` / ``output`` (what is written and read).
 
 ``benchmark``: the interface and registry of benchmarks; each subpackage with a ``benchmark`` module is
 one (``ifeval``, ``ifbench``, ``lmeval``, ``judge``), found by the registry, never imported by the modules

@@ -64,6 +64,16 @@ class Benchmark:
     local_data: str = ""
     #: Columns of the W&B samples table (:meth:`sample_row` fills them from a samples.jsonl row).
     sample_columns: tuple[str, ...] = ("key", "prompt", "response")
+    #: Packages of its own outside its folder (its scorer, checkers it shares with another benchmark):
+    #: they may name it, as its folder may (tests/unit/test_benchmark_names.py).
+    packages: tuple[str, ...] = ()
+
+    def folders(self) -> list[str]:
+        """Its folder (``ifdistill/evaluator/<name>/``, the package of its ``benchmark`` module) and the folders
+        of its :attr:`packages`, relative to the repository (``/``-separated, ending in ``/``)."""
+        module = type(self).__module__
+        own = [module.rpartition(".")[0]] if module.startswith(f"{__package__}.") else []
+        return [name.replace(".", "/") + "/" for name in (*own, *self.packages)]
 
     def local_rows(self) -> Path:
         """The shared offline copy of this benchmark's rows (:attr:`local_data`)."""
@@ -74,6 +84,22 @@ class Benchmark:
         return shared_data_dir() / self.local_data
 
     # -- config ---------------------------------------------------------------------------------------
+    def sections(self) -> dict[str, type]:
+        """This benchmark's own ``eval`` sections (``{key: settings dataclass}``): ``SECTIONS`` of the
+        ``settings`` module beside its ``benchmark`` module (``ifdistill/evaluator/<name>/settings.py``).
+        Every field of them enters its eval_config_hash (:mod:`ifdistill.evaluator.identity`); a section of
+        another benchmark set in its config is refused (:func:`~ifdistill.evaluator.settings.eval_settings`)."""
+        package, _, leaf = type(self).__module__.rpartition(".")
+        if leaf != "benchmark" or not package.startswith(f"{__package__}."):
+            return {}
+        try:
+            module = importlib.import_module(f"{package}.settings")
+        except ModuleNotFoundError as err:
+            if err.name != f"{package}.settings":
+                raise
+            return {}
+        return dict(getattr(module, "SECTIONS", {}))
+
     def check(self, settings: Any) -> None:
         """Validate the parts of :class:`~ifdistill.evaluator.settings.EvalSettings` this benchmark reads;
         raise :class:`~ifdistill.config.ConfigError` naming the key."""
@@ -132,6 +158,16 @@ class Benchmark:
         """Score free responses to this benchmark's data ``rows`` outside an evaluation (the LoRA load-path
         check): per-row fields (``strict_prompt``...) and the aggregates of :meth:`headline_metrics`."""
         raise NotImplementedError(f"benchmark {self.name!r} does not score free responses")
+
+    def is_fraction(self, metric: str) -> bool:
+        """Whether ``metric`` is a fraction in [0, 1]: the results page shows it in percent and its deltas in
+        percentage points, any other metric in its own unit (a mean word count stays a count). Default
+        :attr:`fractions`; a benchmark whose metrics mix both says which."""
+        return self.fractions
+
+    def is_higher_better(self, metric: str) -> bool:
+        """Whether a larger ``metric`` is better (the page's verdicts, rankings). Default :attr:`higher_is_better`."""
+        return self.higher_is_better
 
     def claims(self, metric: str) -> bool:
         """Whether a metric named without its benchmark (``--columns``, a metrics.json entry without

@@ -16,6 +16,8 @@ results with different hashes can be diffed key by key). The fingerprint holds:
   ``scorer_version`` (:func:`ifdistill.ifeval.scoring.scorer_version_for` the rows' ids: IFEval's
   version, joined by IFBench's where the rows hold IFBench ids) and :data:`PROTOCOL_VERSION`.
 
+Every field of the benchmark's own config sections (``eval.lmeval``, ``eval.judge``) enters under the
+section's key, added by the core after the benchmark's prepare (:mod:`ifdistill.evaluator.identity`).
 An LLM-judged evaluation (``benchmark: judge``) adds a ``judge`` section
 (:func:`ifdistill.evaluator.judge.run.with_judge`): the judge's weights digest and tokenizer, the active
 template's text, its greedy decoding, score range, parser / both-orders rule and the reference responses.

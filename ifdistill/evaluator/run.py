@@ -5,7 +5,8 @@ Two phases, so every input error surfaces in seconds, before a backend starts (v
 1. :func:`prepare` -- validate the config, resolve the model to local directories (missing directory,
    adapter/base mismatch), load the tokenizer (no chat template), read the data (empty dataset),
    render every prompt with its demonstrations, check it fits the context, and compute
-   ``eval_config_hash``. Cheap: no model weights are loaded (only hashed).
+   ``eval_config_hash`` (every field of the benchmark's own config sections enters it here,
+   :mod:`ifdistill.evaluator.identity`). Cheap: no model weights are loaded (only hashed).
 2. :func:`execute` -- start the backend (or use one passed in: ``ifdistill-eval serve`` keeps one
    engine for a whole training run and loads each checkpoint into it); the benchmark generates or scores
    on it and publishes results.json + samples.jsonl atomically.
@@ -32,6 +33,8 @@ from ifdistill.config import validate
 from ifdistill.evaluator import benchmark
 from ifdistill.evaluator.backends import make_backend
 from ifdistill.evaluator.errors import EvaluatorError, OutputExistsError
+from ifdistill.evaluator.fingerprint import config_hash
+from ifdistill.evaluator.identity import with_own_settings
 from ifdistill.evaluator.model_source import resolve_model_source
 from ifdistill.evaluator.output import RESULTS_FILE
 from ifdistill.evaluator.settings import RuntimeSettings, eval_settings, run_settings
@@ -83,7 +86,11 @@ def prepare(cfg: DictConfig) -> Any:
     apply_runtime(settings.runtime)
     source = resolve_model_source(model_cfg, adapter_dir=run.adapter_dir, export_dir=run.export_dir,
                                   export_kind=run.export_kind)
-    plan = benchmark.get(settings.benchmark).prepare(settings, run, model_cfg, source, t0=t0)
+    bench = benchmark.get(settings.benchmark)
+    plan = bench.prepare(settings, run, model_cfg, source, t0=t0)
+    # every field of the benchmark's own sections enters the hash (ifdistill.evaluator.identity)
+    plan.fingerprint = with_own_settings(plan.fingerprint, {k: getattr(settings, k) for k in bench.sections()})
+    plan.eval_config_hash = config_hash(plan.fingerprint)
     plan.prepare_s = time.perf_counter() - t0
     return plan
 

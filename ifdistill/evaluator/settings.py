@@ -8,8 +8,9 @@ an evaluator process unchanged. It has four parts with one rule each:
   decide *what* is generated and scored; all of them enter ``eval_config_hash``
   (:mod:`ifdistill.evaluator.fingerprint`).
 - a benchmark's own section (e.g. ``eval.lmeval``) configures that benchmark; its dataclass lives in the
-  benchmark's folder (``ifdistill/evaluator/<name>/settings.py``: ``SECTIONS``) and enters only that
-  benchmark's hash (:func:`benchmark_sections`).
+  benchmark's folder (``ifdistill/evaluator/<name>/settings.py``: ``SECTIONS``); every field of it enters
+  that benchmark's hash (:mod:`ifdistill.evaluator.identity`), and another benchmark's section set away
+  from its defaults is refused (:func:`eval_settings`).
 - ``runtime`` decides only *how fast and where* (memory, threads, devices, batch size, progress
   bar); nothing in it enters the hash. A setting that could change a response must not go there.
 
@@ -189,8 +190,20 @@ def eval_settings(node: Any) -> EvalSettings:
         raise ConfigError(f"eval.fewshot.k must be >= 0, got {settings.fewshot.k}")
     if settings.fewshot.k > 0 and settings.fewshot.pool is None:
         raise ConfigError("eval.fewshot.k > 0 needs eval.fewshot.pool (the demonstration source)")
+    _refuse_foreign_sections(settings, bench, registry)
     bench.check(settings)  # the benchmark's own section
     return settings
+
+
+def _refuse_foreign_sections(settings: EvalSettings, bench: Any, registry: Any) -> None:
+    """A section of another benchmark, set away from its defaults, would be read by no one: refused,
+    naming it (``eval=ifeval_local eval.lmeval.limit=3``)."""
+    own = set(bench.sections())
+    for key, cls in benchmark_sections().items():
+        if key not in own and getattr(settings, key) != cls():
+            owner = next((b.name for b in registry.ordered() if key in b.sections()), "another benchmark")
+            raise ConfigError(f"config section 'eval': eval.{key} is set but is {owner}'s section and eval.benchmark "
+                              f"is {bench.name}; remove eval.{key} or select eval.benchmark={owner}")
 
 
 def run_settings(cfg: DictConfig) -> EvalRunSettings:

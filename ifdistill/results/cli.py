@@ -76,11 +76,13 @@ def write_report(inputs: Sequence[str | Path], out_dir: str | Path, *, base_mode
     reruns: list[runs_mod.Run] = []
     loaded = runs_mod.load_all(inputs, notes, benchmark, reruns=reruns)
     base_dirs = _base_dirs(base_model)
-    # the report's per-run tables compare the base directory of the runs' benchmark; the page reads every one
+    # the report's per-run tables compare each benchmark's rows with that benchmark's base directory (the runs'
+    # benchmark's first, named "base"); the page reads every one
     reported = next((r.final.benchmark for r in loaded if r.kind == "run" and r.final is not None), default_name())
     benchmarks = {p: eval_output.benchmark_of(eval_output.read_results_json(p)) for p in base_dirs}
-    own_base = next((p for p, b in benchmarks.items() if b == reported), next(iter(benchmarks), None))
-    base = runs_mod.load_eval_dir(own_base, name="base", method="base") if own_base else None
+    order = sorted(benchmarks, key=lambda p: benchmarks[p] != reported)
+    base = [runs_mod.load_eval_dir(p, name="base" if benchmarks[p] == reported else f"base {benchmarks[p]}",
+                                   method="base") for p in order]
     if base_dirs:
         resolved = {p.resolve() for p in base_dirs}
         loaded = [r for r in loaded if r.path.resolve() not in resolved]

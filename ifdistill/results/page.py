@@ -18,7 +18,8 @@ JSON-able dict; report.md, report.csv and report.html render from it (:mod:`ifdi
   (IFEval: :func:`ifdistill.results.paired.metric_delta`; lm-eval: the task's per-document metric,
   :func:`ifdistill.results.paired.document_delta`), else unpaired ``sqrt(se_a^2 + se_b^2)``. *Flat*:
   ``|delta| < noise_se * se`` (default 2).
-- **Verdict** (each row against the base): a gain in the gain column (default IFEval prompt strict)
+- **Verdict** (each row against the base; a gain and a regression in each column's better direction,
+  :meth:`~ifdistill.evaluator.benchmark.Benchmark.is_higher_better`): a gain in the gain column (default IFEval prompt strict)
   beyond the threshold and no other column down beyond it -> ``wins``; the gain with such a regression ->
   ``forgetting``; otherwise ``no clear gain``. A gain whose other columns are partly missing (or
   evaluated with another eval config) and show no regression is an ``unverified gain``, never a win; the
@@ -183,13 +184,18 @@ def _mark_eval_configs(columns: Sequence[Column], cells: dict, base: str | None,
     return chosen
 
 
+def _better(column: Column, delta: float) -> float:
+    """``delta`` signed so that positive is better (:meth:`~ifdistill.evaluator.benchmark.Benchmark.is_higher_better`)."""
+    return delta if registry.get(column.benchmark).is_higher_better(column.metric) else -delta
+
+
 def _verdict(columns: Sequence[Column], gain: Column, deltas: dict[str, dict]) -> dict[str, Any]:
     g = deltas[gain.label]
     if g.get("refused"):
         return {"verdict": "—", "note": f"no {gain.label} against base ({g['refused']})"}
-    gained = g["delta"] > 0 and g["flat"] is False
+    gained = _better(gain, g["delta"]) > 0 and g["flat"] is False
     down = [c.label for c in columns if c is not gain and not deltas[c.label].get("refused")
-            and deltas[c.label]["delta"] < 0 and deltas[c.label]["flat"] is False]
+            and _better(c, deltas[c.label]["delta"]) < 0 and deltas[c.label]["flat"] is False]
     untested = [c.label for c in columns if c is not gain and deltas[c.label].get("refused")]
     verdict = ("forgetting" if down else "unverified gain" if untested else "wins") if gained else "no clear gain"
     notes = ([f"down: {', '.join(down)}"] if down and gained else []) + \
@@ -323,7 +329,9 @@ def build_page(runs: Sequence[Run], base: Sequence[Path] | None = None, options:
     repro = _reproducibility(rows, reruns, columns, samples, options.noise_se)
     return {
         "options": {"noise_se": options.noise_se, "gain_column": gain.label if gain else None},
-        "columns": [{**dataclasses.asdict(c), "eval_config_hash": column_hash[c.label]} for c in columns],
+        "columns": [{**dataclasses.asdict(c), "eval_config_hash": column_hash[c.label],
+                     "fraction": registry.get(c.benchmark).is_fraction(c.metric),
+                     "higher_is_better": registry.get(c.benchmark).is_higher_better(c.metric)} for c in columns],
         "base": base_name,
         "rows": [{"name": r.name, "kind": r.kind, "method": r.run.method if r.run else "base",
                   "config_hash": r.run.config_hash if r.run else None,

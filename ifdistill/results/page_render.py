@@ -1,7 +1,8 @@
 """The results page (:func:`ifdistill.results.page.build_page`) as Markdown, CSV columns and a
 self-contained HTML file.
 
-Values in percent with two decimals ± standard error, deltas in percentage points; ``~`` marks a flat
+Fractions in percent with two decimals ± standard error, deltas in percentage points (other metrics in
+their own unit, :meth:`~ifdistill.evaluator.benchmark.Benchmark.is_fraction`); ``~`` marks a flat
 delta (under the page's noise threshold), ``(u)`` an unpaired one, ``‡`` a cell evaluated with another
 eval config than its column, ``—`` a gap (the notes say which). report.html holds the same tables and
 every PNG inline as a base64 data URI, so it opens offline and can be published as one file.
@@ -15,7 +16,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from ifdistill.results.tables import markdown_table, num, pct, signed
+from ifdistill.results.tables import cell as value_cell, delta_cell, markdown_table, num
 
 GAP = "—"
 
@@ -24,20 +25,22 @@ def _short(h: str | None) -> str:
     return (h or GAP)[:10]
 
 
-def _cell_text(cell: dict | None) -> str:
+def _cell_text(cell: dict | None, column: dict) -> str:
     if cell is None:
         return GAP
-    return pct(cell["value"], cell["se"]) + (" ‡" if cell["mismatch"] else "")
+    return value_cell(column, cell["value"], cell["se"]) + (" ‡" if cell["mismatch"] else "")
 
 
-def _delta_text(d: dict) -> str:
+def _delta_text(d: dict, column: dict) -> str:
     if d.get("refused"):
         return GAP if d["refused"] == "missing" else f"{GAP} ({d['refused']})"
-    return signed(d["delta"], d["se"], d["flat"]) + (" (u)" if d["se_kind"] == "unpaired" else "")
+    text = delta_cell(column, {"delta": d["delta"], "se": d["se"], "within_2se": d["flat"]})
+    return text + (" (u)" if d["se_kind"] == "unpaired" else "")
 
 
 def results_table(page: dict) -> tuple[list[str], list[list[str]]]:
-    labels = [c["label"] for c in page["columns"]]
+    columns = page["columns"]
+    labels = [c["label"] for c in columns]
     header = ["run", "method", "config_hash", "seed group", "seed", *labels, "verdict", "reproducibility"]
     rows = []
     for r in page["rows"]:
@@ -45,23 +48,26 @@ def results_table(page: dict) -> tuple[list[str], list[list[str]]]:
         verdict = GAP if v is None else v["verdict"] + (f" ({v['note']})" if v["note"] else "")
         repro = GAP if rep is None else f"{rep['status']} (n={rep['n']})"
         rows.append([r["name"], r["method"] or r["kind"], _short(r["config_hash"]), _short(r["seed_group"]),
-                     num(r["seed"]), *[_cell_text(r["cells"][lab]) for lab in labels], verdict, repro])
+                     num(r["seed"]), *[_cell_text(r["cells"][c["label"]], c) for c in columns], verdict, repro])
     return header, rows
 
 
 def deltas_table(page: dict) -> tuple[list[str], list[list[str]]]:
-    labels = [c["label"] for c in page["columns"]]
-    header = ["run", "against", *[f"Δ {lab}" for lab in labels]]
-    rows = [[d["row"], d["reference"], *[_delta_text(d["columns"][lab]) for lab in labels]] for d in page["deltas"]]
+    columns = page["columns"]
+    header = ["run", "against", *[f"Δ {c['label']}" for c in columns]]
+    rows = [[d["row"], d["reference"], *[_delta_text(d["columns"][c["label"]], c) for c in columns]]
+            for d in page["deltas"]]
     return header, rows
 
 
 def _legend(page: dict) -> str:
     k = page["options"]["noise_se"]
-    return (f"Percent ± standard error at each run's final evaluation. Deltas in percentage points ± the "
+    return (f"Percent ± standard error at each run's final evaluation (a metric that is not a fraction in its own "
+            f"unit, four decimals). Deltas in percentage points (own unit) ± the "
             f"standard error of the difference, paired per prompt/document where both sides have samples, "
             f"else unpaired (u); `~`: under {k:g} standard errors (flat). Verdict against base: a gain in "
-            f"{page['options']['gain_column']} beyond {k:g} se and no other column down beyond {k:g} se wins; "
+            f"{page['options']['gain_column']} beyond {k:g} se and no other column worse beyond {k:g} se (each in "
+            "its better direction) wins; "
             "the gain with a regression is forgetting, with a column missing an unverified gain. ‡: another eval config than the column's (never "
             "compared). —: no such evaluation.")
 
@@ -75,7 +81,10 @@ def render_markdown(page: dict, images: Collection[str] = ()) -> list[str]:
     if differs:
         lines += ["### Reproducibility", "", "Re-runs (same config_hash, data manifest and seed) that differ "
                   "beyond noise:", ""]
-        lines += [f"- {name} vs {d['other']}: {d['column']} {signed(d['delta'], d['se'])}" for name, d in differs]
+        columns = {c["label"]: c for c in page["columns"]}
+        lines += [f"- {name} vs {d['other']}: {d['column']} "
+                  f"{delta_cell(columns[d['column']], {'delta': d['delta'], 'se': d['se'], 'within_2se': False})}"
+                  for name, d in differs]
         lines.append("")
     if "sweep_curves.png" in images:
         lines += ["![every benchmark over steps](sweep_curves.png)", ""]

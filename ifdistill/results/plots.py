@@ -207,27 +207,28 @@ def plot_sweep_curves(page: dict | None, path: Path) -> Path | None:
     value as a dotted black line. None without a group evaluated at two steps or more."""
     if not page or not any(len(pts) > 1 for g in page["curves"] for pts in g["columns"].values()):
         return None
-    labels = [c["label"] for c in page["columns"]]
+    columns = page["columns"]
     base = next((r for r in page["rows"] if r["kind"] == "base"), None)
-    fig, axes = plt.subplots(1, len(labels), figsize=(4.2 * len(labels), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(columns), figsize=(4.2 * len(columns), 3.6), squeeze=False)
     cmap = plt.get_cmap("tab10")
-    for ax, label in zip(axes[0], labels):
+    for ax, column in zip(axes[0], columns):
+        label, scale = column["label"], 100 if column.get("fraction", True) else 1  # a fraction in percent
         for i, g in enumerate(page["curves"]):
             pts = g["columns"][label]
             if not pts:
                 continue
             x = [p["step"] for p in pts]
-            y = [100 * p["mean"] for p in pts]
+            y = [scale * p["mean"] for p in pts]
             ax.plot(x, y, marker=MARKERS[i % len(MARKERS)], color=cmap(i % 10), label=g["label"])
             if all(_ok(p["se"]) for p in pts):
-                ax.fill_between(x, [v - 100 * p["se"] for v, p in zip(y, pts)],
-                                [v + 100 * p["se"] for v, p in zip(y, pts)], color=cmap(i % 10), alpha=0.15)
+                ax.fill_between(x, [v - scale * p["se"] for v, p in zip(y, pts)],
+                                [v + scale * p["se"] for v, p in zip(y, pts)], color=cmap(i % 10), alpha=0.15)
         cell = base["cells"][label] if base else None
         if cell:
-            ax.axhline(100 * cell["value"], color="black", linestyle=":", label="base")
+            ax.axhline(scale * cell["value"], color="black", linestyle=":", label="base")
         ax.set_title(label, fontsize=10)
         ax.set_xlabel("step")
-        ax.set_ylabel("percent")
+        ax.set_ylabel("percent" if scale == 100 else column["metric"])
     axes[0][-1].legend(fontsize=7, loc="best")
     fig.suptitle("Every benchmark over steps per swept value (mean over seeds, band ±1 se)", fontsize=10)
     fig.tight_layout()

@@ -14,7 +14,9 @@ Choices, so a reader of the report knows what a number means:
 - deltas compare each row with the *baseline* row (``--baseline``; default: the base model when
   given, else the first row with an evaluation) at the same kind of checkpoint (``checkpoint="final"`` or ``"best"``);
   standard errors and tests are described in :mod:`ifdistill.results.paired`; rows of different
-  benchmarks are not compared;
+  benchmarks are never compared: each benchmark has its own columns (:func:`report_columns`) and its own
+  baseline (the one asked for where it is of that benchmark, else that benchmark's base model, else its
+  first evaluated row);
 - the per-instruction-type table (benchmarks with per-prompt decisions) compares each row with the *base model* (``--base-model``; without
   one, with the baseline row), so a negative delta there is forgetting of what the base could do;
 - teacher-forced accuracy / cross-entropy are taken at the final checkpoint's step (or the latest
@@ -68,38 +70,51 @@ def _key_columns(runs: Sequence[Run], limit: int) -> list[str]:
 
 
 def report_columns(runs: Sequence[Run]) -> list[dict[str, Any]]:
-    """``[{metric, label, benchmark, fraction}]``: the metrics the runs' final checkpoints report, in
-    first-seen order (the tables' columns)."""
-    out: dict[str, dict[str, Any]] = {}
-    for r in runs:
-        if r.final is not None:
-            bench = registry.get(r.final.benchmark)
-            for m in r.final.headline_metrics():
-                out.setdefault(m, {"metric": m, "label": registry.short_name(m), "benchmark": bench.name,
-                                   "fraction": bench.fractions})
-    return list(out.values())
+    """``[{metric, name, label, benchmark, fraction}]``: the metrics the runs' final checkpoints report, in
+    first-seen order (the tables' columns). ``name``: the metric as its benchmark names it; ``metric``: the
+    column's key in the rows -- the name itself when the rows hold one benchmark, ``<benchmark>:<name>``
+    when they hold several (IFEval's and IFBench's metrics share names), so a row fills only the columns of
+    its own benchmark."""
+    found = dict.fromkeys((r.final.benchmark, m) for r in runs if r.final is not None
+                          for m in r.final.headline_metrics())
+    several = len({b for b, _ in found}) > 1
+    out = []
+    for b, m in found:
+        bench = registry.get(b)
+        out.append({"metric": f"{b}:{m}" if several else m, "name": m, "benchmark": b, "fraction": bench.fractions,
+                    "label": f"{bench.display} {registry.short_name(m)}" if several else registry.short_name(m)})
+    return out
 
 
-def _metric_block(ckpt: Checkpoint | None, metrics: Sequence[str]) -> dict[str, Any]:
+def _metric_block(ckpt: Checkpoint | None, columns: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The values of the ``columns`` of ``ckpt``'s benchmark (by column key), with their standard errors."""
     if ckpt is None:
         return {}
     block = {}
-    for m in metrics:
-        block[m] = ckpt.metrics.get(m)
-        block[f"{m}_stderr"] = ckpt.metrics.get(f"{m}_stderr")
+    for c in columns:
+        if c["benchmark"] == ckpt.benchmark:
+            block[c["metric"]] = ckpt.metrics.get(c["name"])
+            block[f"{c['metric']}_stderr"] = ckpt.metrics.get(f"{c['name']}_stderr")
     return block
 
 
-def _pick(run: Run, options: ReportOptions) -> Checkpoint | None:
-    return run.best(options.select_metric) if options.checkpoint == "best" else run.final
+def _select(run: Run, options: ReportOptions, benchmark: str | None) -> str | None:
+    """The selection metric for ``run``: ``options.select_metric`` for a run of ``benchmark`` (the one it was
+    chosen for), else the run's own headline."""
+    return options.select_metric if run.final is not None and run.final.benchmark == benchmark else None
+
+
+def _pick(run: Run, options: ReportOptions, benchmark: str | None = None) -> Checkpoint | None:
+    return run.best(_select(run, options, benchmark)) if options.checkpoint == "best" else run.final
 
 
 def _samples(ckpt: Checkpoint | None):
     return ckpt.samples() if ckpt is not None else None
 
 
-def _row(run: Run, key_columns: Sequence[str], options: ReportOptions, metrics: Sequence[str]) -> dict[str, Any]:
-    final, best = run.final, run.best(options.select_metric)
+def _row(run: Run, key_columns: Sequence[str], options: ReportOptions, metrics: Sequence[dict[str, Any]],
+         benchmark: str | None) -> dict[str, Any]:
+    final, best = run.final, run.best(_select(run, options, benchmark))
     step = final.step if final else None
     tfa, tfa_step = run.train_at(step, options.tfa_keys) if run.train else (None, None)
     tfce, tfce_step = run.train_at(step, options.tfce_keys) if run.train else (None, None)
@@ -120,7 +135,7 @@ def _row(run: Run, key_columns: Sequence[str], options: ReportOptions, metrics: 
     }
 
 
-def _curve(run: Run, options: ReportOptions, metrics: Sequence[str]) -> list[dict[str, Any]]:
+def _curve(run: Run, options: ReportOptions, metrics: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     points = []
     for c in run.checkpoints:
         tfa, _ = run.train_at(c.step, options.tfa_keys) if run.train else (None, None)
@@ -162,12 +177,14 @@ def _rankings(rows: Sequence[dict[str, Any]], metric: str | None, higher_is_bett
     }
 
 
-def build_report(runs: Sequence[Run], base: Run | None = None, options: ReportOptions | None = None,
+def build_report(runs: Sequence[Run], base: Run | Sequence[Run] | None = None, options: ReportOptions | None = None,
                  notes: Sequence[str] = ()) -> dict[str, Any]:
-    """Everything the outputs show, from loaded runs (``base``: the base model's evaluation;
+    """Everything the outputs show, from loaded runs (``base``: the base model's evaluation, or one per
+    benchmark;
     ``notes``: what loading left out or found incomplete, shown as warnings)."""
     options = options or ReportOptions()
-    everything = ([base] if base is not None else []) + list(runs)
+    bases = [] if base is None else [base] if isinstance(base, Run) else list(base)
+    everything = bases + list(runs)
     if not everything:
         raise ValueError("nothing to report: no run or evaluator output found")
     if options.baseline:
@@ -179,37 +196,50 @@ def build_report(runs: Sequence[Run], base: Run | None = None, options: ReportOp
         if not evaluated:
             raise ValueError("nothing to report: no run has an evaluation ("
                              + ", ".join(str(r.path) for r in everything) + ")")
-        baseline = evaluated[0]
+        # the base model of the first run's benchmark, else the first evaluated row
+        first = next((r.final.benchmark for r in runs if r.final is not None), None)
+        baseline = next((b for b in bases if b.final is not None and b.final.benchmark == first), evaluated[0])
     key_columns = _key_columns(runs, options.max_key_columns)
     columns = report_columns(everything)
-    metrics = [c["metric"] for c in columns]
+    main = baseline.final.benchmark
+    key = {(c["benchmark"], c["name"]): c["metric"] for c in columns}
     select = options.select_metric or baseline.final.headline_metrics()[0]
-    if select not in metrics:
-        raise ValueError(f"--select-metric {select}: no row reports it (reported: {', '.join(metrics)})")
+    if (main, select) not in key:
+        raise ValueError(f"--select-metric {select}: no row of {main} reports it "
+                         f"(reported: {', '.join(n for b, n in key if b == main)})")
     options = dataclasses.replace(options, select_metric=select)
-    rows = [_row(r, key_columns, options, metrics) for r in everything]
+    rows = [_row(r, key_columns, options, columns, main) for r in everything]
 
-    ref_ckpt = _pick(baseline, options)
+    # Each benchmark is compared with a baseline of its own: the one asked for (or the base model) where it
+    # is of that benchmark, else that benchmark's base model, else its first evaluated row.
+    own = {b: next((r for r in [baseline, *bases, *everything] if r.final is not None and r.final.benchmark == b))
+           for b in dict.fromkeys(c["benchmark"] for c in columns)}
     deltas = []
     for r in everything:
-        ckpt = _pick(r, options)
-        if r is baseline or ckpt is None or ref_ckpt is None or ckpt.benchmark != ref_ckpt.benchmark:
+        ckpt = _pick(r, options, main)
+        ref = own.get(ckpt.benchmark) if ckpt is not None else None
+        ref_ckpt = _pick(ref, options, main) if ref is not None else None
+        if ref is None or r is ref or ref_ckpt is None:
             continue
         result = paired.compare(ckpt.metrics, _samples(ckpt), ref_ckpt.metrics, _samples(ref_ckpt),
                                 benchmark=ckpt.benchmark, metrics=ckpt.headline_metrics(),
                                 n_resamples=options.n_resamples, seed=options.bootstrap_seed,
                                 confidence=options.confidence)
-        deltas.append({"run": r.name, "baseline": baseline.name, "step": ckpt.step,
+        result["metrics"] = {key.get((ckpt.benchmark, m), m): v for m, v in result["metrics"].items()}
+        deltas.append({"run": r.name, "baseline": ref.name, "step": ckpt.step,
                        "baseline_step": ref_ckpt.step,
                        "eval_config_match": ckpt.eval_config_hash == ref_ckpt.eval_config_hash,
                        **result})
 
-    reference = base if base is not None else baseline
-    ref_final = reference.final
+    # per-type changes against the base model of the row's benchmark (without one, its baseline)
+    references = {b: next((x for x in bases if x.final is not None and x.final.benchmark == b), r)
+                  for b, r in own.items()}
+    reference = references[main]
+    base = next((b for b in bases if b is reference), bases[0] if bases else None)
     per_type = {}
     for r in everything:
-        if r is reference or r.final is None or ref_final is None or r.final.benchmark != ref_final.benchmark \
-                or not registry.get(r.final.benchmark).prompt_decisions:
+        ref_final = references[r.final.benchmark].final if r.final is not None else None
+        if any(r is x for x in references.values()) or ref_final is None or not registry.get(r.final.benchmark).prompt_decisions:
             continue
         per_type[r.name] = paired.per_type_changes(
             _samples(r.final), _samples(ref_final), r.final.per_instruction_type,
@@ -225,21 +255,18 @@ def build_report(runs: Sequence[Run], base: Run | None = None, options: ReportOp
         "key_columns": key_columns,
         "columns": columns,
         "runs": rows,
-        "curves": {r.name: _curve(r, options, metrics) for r in everything},
+        "baselines": {b: r.name for b, r in own.items()},
+        "select_key": key[(main, select)],
+        "curves": {r.name: _curve(r, options, columns) for r in everything},
         "deltas": deltas,
-        "seed_groups": seed_groups.group_by_seed([r for r in runs], metrics, extra),
+        "seed_groups": seed_groups.group_by_seed([r for r in runs], {c["metric"]: (c["benchmark"], c["name"])
+                                                                     for c in columns}, extra),
         "per_instruction_type": {"reference": reference.name, "mode": options.per_type_mode,
                                  "runs": per_type},
-        "rankings": _rankings(rows, select, _higher_is_better(everything, select)),
+        "rankings": _rankings(rows, key[(main, select)], registry.get(main).higher_is_better),
         "failures": {r.name: r.failures for r in everything if r.failures},
         "warnings": list(notes),
     }
-
-
-def _higher_is_better(runs: Sequence[Run], metric: str) -> bool:
-    """The direction of ``metric``: its benchmark's (the first run that reports it)."""
-    return next((registry.get(r.final.benchmark).higher_is_better for r in runs
-                 if r.final is not None and metric in r.final.metrics), True)
 
 
 def json_safe(value: Any) -> Any:

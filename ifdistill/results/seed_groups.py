@@ -15,7 +15,7 @@ group gets:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ifdistill.results.runs import Run
@@ -31,10 +31,11 @@ def spread(values: Sequence[float]) -> dict[str, float]:
     return {"n": n, "mean": mean, "sd": sd, "min": min(values), "max": max(values)}
 
 
-def group_by_seed(runs: Sequence[Run], metrics: Sequence[str], extra: dict[str, dict[str, float | None]] | None = None
-                  ) -> list[dict[str, Any]]:
+def group_by_seed(runs: Sequence[Run], metrics: Sequence[str] | Mapping[str, tuple[str, str]],
+                  extra: dict[str, dict[str, float | None]] | None = None) -> list[dict[str, Any]]:
     """One entry per grouping hash, in order of first appearance, with the spread of each of ``metrics``
-    (the report's columns) at the members' final checkpoints.
+    (the report's columns) at the members' final checkpoints: metric names, or ``{column key: (benchmark,
+    metric)}`` (a member of another benchmark has no value there).
 
     ``extra`` maps a run name to further per-run values to summarise the same way (e.g. the final
     teacher-forced accuracy); missing values are left out of that summary.
@@ -45,8 +46,10 @@ def group_by_seed(runs: Sequence[Run], metrics: Sequence[str], extra: dict[str, 
             groups.setdefault(r.group_hash, []).append(r)
     out = []
     for group_hash, members in groups.items():
-        stats = {m: spread([r.final.metric(m) for r in members if r.final.metric(m) is not None])
-                 for m in metrics}
+        named = metrics if isinstance(metrics, Mapping) else {m: (None, m) for m in metrics}
+        values = {k: [r.final.metric(m) for r in members if bench in (None, r.final.benchmark)]
+                  for k, (bench, m) in named.items()}
+        stats = {k: spread([v for v in vs if v is not None]) for k, vs in values.items()}
         for key in sorted({k for r in members for k in (extra or {}).get(r.name, {})}):
             values = [(extra or {}).get(r.name, {}).get(key) for r in members]
             stats[key] = spread([v for v in values if v is not None])

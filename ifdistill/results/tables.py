@@ -91,7 +91,8 @@ def _short_hash(h: str | None) -> str:
 def _runs_section(report: dict) -> list[str]:
     keys, columns = report["key_columns"], report["columns"]
     select = report["options"]["select_metric"]
-    chosen = next((c for c in columns if c["metric"] == select), {"metric": select})
+    select_key = report.get("select_key", select)  # its column (a report of several benchmarks: <benchmark>:<metric>)
+    chosen = next((c for c in columns if c["metric"] == select_key), {"metric": select_key})
     header = (["run", "method", *keys, "config_hash", "seed", "step"] + [c["label"] for c in columns]
               + ["best step", f"best {short_name(select)}", "TFA", "TFCE"])
     rows = []
@@ -100,7 +101,7 @@ def _runs_section(report: dict) -> list[str]:
         rows.append([r["name"], r["method"] or r["kind"], *[value(r["key_config"].get(k)) for k in keys],
                      _short_hash(r["config_hash"]), num(r["seed"]), num(r["final_step"])]
                     + [cell(c, f.get(c["metric"]), f.get(f"{c['metric']}_stderr")) for c in columns]
-                    + [num(r["best_step"]), cell(chosen, b.get(select)), num(r["tfa"]), num(r["tfce"])])
+                    + [num(r["best_step"]), cell(chosen, b.get(select_key)), num(r["tfa"]), num(r["tfce"])])
     return ["## Runs", "", "Each metric ± standard error at the final checkpoint (fractions in percent); *best* is "
             f"the checkpoint with the best {short_name(select)} (selected on the evaluation "
             "prompts, so optimistic). TFA / TFCE: teacher-forced accuracy / cross-entropy at the final "
@@ -113,14 +114,15 @@ def _deltas_section(report: dict) -> list[str]:
     conf = report["options"]["confidence"]
     columns = report["columns"]
     tested = any(d["mcnemar"] for d in report["deltas"])  # per-prompt decisions (McNemar, bootstrap)
-    header = (["run", "step"] + [f"Δ {c['label']}" for c in columns] + ["se"]
+    several = len({d["baseline"] for d in report["deltas"]}) > 1  # one baseline per benchmark
+    header = (["run", *(["against"] if several else []), "step"] + [f"Δ {c['label']}" for c in columns] + ["se"]
               + ([f"McNemar {mode} (+/−, p)" for mode in MODES]
                  + [f"bootstrap {int(conf * 100)}% CI prompt {mode}" for mode in MODES] if tested else [])
               + ["eval config"])
     rows = []
     for d in report["deltas"]:
         ms = d["metrics"]
-        row = [d["run"], num(d["step"])]
+        row = [d["run"], *([d["baseline"]] if several else []), num(d["step"])]
         row += [delta_cell(c, ms.get(c["metric"])) for c in columns]
         row.append(f"paired (n={d['n_paired']})" if d["paired"] else "unpaired")
         for mode in MODES if tested else ():
@@ -131,8 +133,9 @@ def _deltas_section(report: dict) -> list[str]:
             row.append(f"[{100 * b['ci_low']:+.2f}, {100 * b['ci_high']:+.2f}]" if b else "–")
         row.append("same" if d["eval_config_match"] else "**differs**")
         rows.append(row)
-    return [f"## Deltas against {report['baseline']}", "",
-            f"Run minus {report['baseline']} (fractions in percentage points) ± the standard error of the "
+    against = "each benchmark's baseline" if several else report["baseline"]
+    return [f"## Deltas against {against}", "",
+            f"Run minus {against} (fractions in percentage points) ± the standard error of the "
             "difference; `~` marks a difference under 2 standard errors (noise). "
             + ("McNemar: prompts gained / lost and the exact two-sided p-value. " if tested else "")
             + "An eval config that differs from the baseline's makes the comparison unfair.", "",

@@ -218,18 +218,22 @@ def check_method(cfg: DictConfig) -> list[str]:
 
 
 def check_extra_evals(cfg: DictConfig) -> list[str]:
-    """Each extra benchmark of the checkpoint-eval callback (``callbacks.checkpoint_eval.evals.<name>``)
-    is a valid eval section, as ``validate`` checks the run's own ``eval``: a mistake there would
-    otherwise surface at the first checkpoint."""
+    """The run's ``eval`` and each extra benchmark of the checkpoint-eval callback
+    (``callbacks.checkpoint_eval.evals.<name>``) is a valid eval section (its benchmark's checks, no other
+    benchmark's section set): a mistake there would otherwise surface at the first checkpoint."""
     from ifdistill.evaluator.benchmark import namespaces
     from ifdistill.evaluator.settings import eval_settings
 
     problems = []
-    for name, section in (OmegaConf.select(cfg, "callbacks.checkpoint_eval.evals") or {}).items():
+    checked = {"eval": cfg.get("eval"), **{f"callbacks.checkpoint_eval.evals.{name}": section for name, section
+                                           in (OmegaConf.select(cfg, "callbacks.checkpoint_eval.evals") or {}).items()}}
+    for name, section in checked.items():
+        if section is None:
+            continue
         try:
             eval_settings(OmegaConf.to_container(section, resolve=True))
         except Exception as err:  # noqa: BLE001 - schema and interpolation errors; the message names the key
-            problems.append(f"callbacks.checkpoint_eval.evals.{name}: {err}".replace("\n", " "))
+            problems.append(f"{name}: {err}".replace("\n", " "))
     sections = OmegaConf.select(cfg, "callbacks.checkpoint_eval.evals") or {}
     try:  # two sections on one W&B namespace would overwrite each other's keys
         namespaces({None: OmegaConf.select(cfg, "eval.benchmark"), **{str(k): v.get("benchmark") for k, v in sections.items()}})

@@ -1,4 +1,4 @@
-"""No module outside a benchmark's own folder names a benchmark: every consumer asks the registry.
+"""No module outside a benchmark's own folders names a benchmark: every consumer asks the registry.
 
 A module *names* a benchmark when its code (docstrings and comments aside) holds a registered name as a
 string (``"lmeval"``, ``"judge/step"``, ``"ifeval_type/..."``), imports a benchmark's module, reads a
@@ -18,9 +18,10 @@ from ifdistill.evaluator import benchmark as registry
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("ifdistill", "callbacks", "launchers")
-#: Each benchmark's own folders (its registration, its scorer, the checkers IFEval and IFBench share).
-OWN = ("ifdistill/evaluator/ifeval/", "ifdistill/evaluator/ifbench/", "ifdistill/evaluator/lmeval/",
-       "ifdistill/evaluator/judge/", "ifdistill/ifeval/", "ifdistill/ifbench/", "ifdistill/checking/")
+#: Each benchmark's own folders (its registration, its scorer, the checkers IFEval and IFBench share), as each
+#: registration states them (:meth:`~ifdistill.evaluator.benchmark.Benchmark.folders`): a new benchmark's
+#: folder is found, not listed here.
+OWN = tuple(sorted({folder for name in registry.names() for folder in registry.get(name).folders()}))
 NOT_YET = {
     "ifdistill/data/records.py": "the 'ifeval' row layout of training/eval data (a data schema, not the benchmark)",
 }
@@ -82,3 +83,11 @@ def test_the_scan_finds_each_way_of_naming_one(tmp_path):
                  'from ifdistill.evaluator import judge\nx = cfg.judge\nkey = "ifbench/step"\n'
                  'class S:\n    lmeval: int = 0\n# lmeval in a comment is fine\n')
     assert [h.split(":")[0] for h in names_in(f, {"ifeval", "ifbench", "lmeval", "judge"})] == ["2", "3", "4", "5", "7"]
+
+
+def test_every_benchmark_folder_is_found():
+    """The folders come from the registrations: each ``ifdistill/evaluator/<name>/`` with a ``benchmark``
+    module, and the packages a registration states as its own."""
+    folders = {f"ifdistill/evaluator/{m.__name__.split('.')[-2]}/" for m in registry.subpackage_modules("benchmark")}
+    assert folders <= set(OWN) and all((ROOT / f).is_dir() for f in OWN)
+    assert {"ifdistill/ifeval/", "ifdistill/ifbench/", "ifdistill/checking/"} <= set(OWN)

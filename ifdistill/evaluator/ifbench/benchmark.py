@@ -17,6 +17,7 @@ class IFBench(InstructionBenchmark):
     display = "IFBench"
     default = False
     page_columns = ()
+    packages = (*InstructionBenchmark.packages, "ifdistill.ifbench")  # its instructions' checkers
     local_config = "ifbench_local"
     local_data = "ifbench/IFBench_test_v2.jsonl"
     id_registry = ("ifdistill.ifbench.registry", "IFBENCH_REGISTRY")

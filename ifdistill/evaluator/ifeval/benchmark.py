@@ -103,6 +103,8 @@ class InstructionBenchmark(Benchmark):
     page_columns = (("IFEval prompt strict", "prompt_level_strict_acc"), ("IFEval inst strict", "inst_level_strict_acc"))
     fractions = True
     type_label = "instruction type"
+    #: The scorer and the instruction checkers (IFBench's registration shares them).
+    packages = ("ifdistill.ifeval", "ifdistill.checking")
     #: Where the instruction ids of this benchmark are registered (module, attribute).
     id_registry = ("ifdistill.ifeval.registry", "INSTRUCTION_REGISTRY")
     #: Id prefixes (before ``:``) of the instructions about the output's *form* (layout, case, punctuation,

@@ -66,6 +66,9 @@ class Judge(Benchmark):
     def claims(self, metric: str) -> bool:
         return metric.removesuffix("_stderr") in HEADLINE.values()
 
+    def is_fraction(self, metric: str) -> bool:
+        return metric == HEADLINE["pairwise"]  # a win rate; a mean score is on the judge's scale
+
     def headline_metrics(self, results: Mapping[str, Any]) -> list[str]:
         metrics = results.get("metrics") or {}
         return [m for m in HEADLINE.values() if m in metrics] or [HEADLINE["absolute"]]

@@ -41,8 +41,20 @@ class LMEval(Benchmark):
     unparsed = "[invalid]"
     strict_filter_marker = "strict"
 
+    #: lm-eval's metrics that are rates in [0, 1] (shown in percent), and those where lower is better.
+    rate_metrics = ("acc", "acc_norm", "exact_match", "mc1", "mc2", "f1", "em", "pass@1")
+    lower_is_better = ("perplexity", "word_perplexity", "byte_perplexity", "bits_per_byte", "ter")
+
     def claims(self, metric: str) -> bool:
         return "/" in metric  # <task>/<metric>[/<filter>]
+
+    def is_fraction(self, metric: str) -> bool:
+        parts = metric.split("/")  # <task>/<metric>[/<filter>]
+        return len(parts) > 1 and parts[1] in self.rate_metrics
+
+    def is_higher_better(self, metric: str) -> bool:
+        parts = metric.split("/")
+        return not (len(parts) > 1 and parts[1] in self.lower_is_better)
 
     def check(self, settings: Any) -> None:
         if not settings.lmeval.tasks:

@@ -167,8 +167,8 @@ def fingerprint(settings: EvalSettings, plan_tasks: dict[str, Any], digests: dic
                 stop_token_ids: list[int], context_len: int) -> dict[str, Any]:
     """What can change a score: lm-eval's version, each task's resolved config (a local dataset's file paths
     left out: its documents are hashed), documents and rendered requests (the few-shot draw is in them),
-    the evaluator's template, thinking flag, stop ids, seed."""
-    s = settings.lmeval
+    the evaluator's template, thinking flag, stop ids, seed. Every field of ``eval.lmeval`` enters as
+    ``lmeval.<field>`` by the core (:mod:`ifdistill.evaluator.identity`)."""
     tasks = {}
     for name, task in plan_tasks["tasks"].items():
         config = _stable(task.dump_config())
@@ -182,9 +182,6 @@ def fingerprint(settings: EvalSettings, plan_tasks: dict[str, Any], digests: dic
         "lm_eval_version": _version(),
         "tasks": tasks,
         "groups": {g: sorted(children) for g, children in (plan_tasks.get("group_map") or {}).items()},
-        "lmeval": {"tasks": list(s.tasks), "num_fewshot": s.num_fewshot, "fewshot_seed": s.fewshot_seed,
-                   "limit": s.limit, "apply_chat_template": s.apply_chat_template,
-                   "fewshot_as_multiturn": s.fewshot_as_multiturn, "bootstrap_iters": s.bootstrap_iters},
         "template": {"chat_template_sha256": hashlib.sha256(chat_template.encode()).hexdigest(),
                      "enable_thinking": settings.generation.enable_thinking,
                      "strip_thinking": settings.generation.strip_thinking,

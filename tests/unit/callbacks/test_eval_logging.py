@@ -13,7 +13,7 @@ import pytest
 
 from ifdistill.callbacks.eval_logging import benchmark_of, flat_metrics, log_evaluation
 from ifdistill.evaluator.benchmark import namespaces
-from ifdistill.wandb_offline import find_run_dirs, read_run
+from ifdistill.wandb_offline import find_run_dirs, load_table, read_run
 
 
 def results(benchmark: str | None, acc: float) -> dict:
@@ -75,3 +75,70 @@ def test_sections_that_would_share_a_namespace_are_refused():
         None: "lmeval", "lab": "lab", "ifbench": "ifbench"}
     with pytest.raises(ValueError, match="eval and evals.lmeval would both log W&B keys lmeval/"):
         namespaces({None: "lmeval", "lmeval": "lmeval"})
+
+
+def _lmeval_evaluation(out_dir, *, corrupt_samples: bool = False):
+    """A published lm-eval evaluation of a section mixing a generative task (gsm8k: ``target`` the answer's
+    text) and a multiple-choice one (csqa: ``target`` the right choice's index), built with the evaluator's
+    own writers from lm-eval's output shape (:data:`tests.unit.evaluator.test_lmeval_output.RES`)."""
+    from ifdistill.evaluator.lmeval.output import metrics_of, sample_rows
+    from ifdistill.evaluator.results import publish
+    from tests.unit.evaluator.test_lmeval_output import RES
+
+    results = {"config": {"eval": {"benchmark": "lmeval"}}, "metrics": metrics_of(RES), "eval_config_hash": "h"}
+    publish(out_dir, results, sample_rows(RES, ["gsm8k", "csqa"]))
+    if corrupt_samples:  # a samples file cut short by a full disk
+        (out_dir / "samples.jsonl").write_text('{"key": "gsm8k/0", "tar')
+    return results
+
+
+def _land(run_root, out_dir, logger):
+    """The checkpoint-eval callback's landing of a finished evaluation of step 20 (section ``lab``)."""
+    from ifdistill.callbacks.eval_jobs import EvalEvent, EvalJob, EvalQueue
+    from ifdistill.callbacks.evaluations import CheckpointEvaluations
+    from ifdistill.rundir import RunDir
+
+    evaluations = CheckpointEvaluations(RunDir(run_root), {None: {"benchmark": "ifeval"}, "lab": {"benchmark": "lmeval"}},
+                                        queue=EvalQueue(), source="callback")
+    evaluations.land([EvalEvent("ok", EvalJob(20, run_root / "exports", out_dir, [], {}, benchmark="lab"))], [logger])
+
+
+@pytest.mark.parametrize("corrupt", [False, True], ids=["table", "unreadable-samples"])
+def test_a_mixed_lmeval_section_logs_its_metrics_and_table(wandb_logger, tmp_path, capsys, corrupt):
+    """Multiple-choice beside generative in one section: the scalars and the samples table read back from the
+    offline run, ``target`` as text in both rows; a table that cannot be built (samples.jsonl cut short) costs
+    only the table: the scalars are there, the failure is one console line and one metrics.json entry."""
+    from ifdistill.results import run_metrics
+
+    logger, wandb_dir = wandb_logger
+    out = tmp_path / "run" / "evals" / "lab" / "step_000020"
+    results = _lmeval_evaluation(out, corrupt_samples=corrupt)
+    _land(tmp_path / "run", out, logger)
+    logger.experiment.finish()
+
+    (run_dir,) = find_run_dirs(wandb_dir)
+    got = read_run(run_dir)
+    expected = {f"lab/{k}": v for k, v in results["metrics"].items() if v is not None}
+    rows = [r for r in got["history"] if "lab/csqa/acc" in r]
+    assert len(rows) == 1 and {k: rows[0][k] for k in expected} == expected and rows[0]["lab/step"] == 20
+    assert got["metrics"]["lab/*"] == "lab/step" and got["summary"]["lab/gsm8k/exact_match/strict-match"] == 0.25
+    tables = [r for r in got["history"] if "lab/samples" in r]
+    failures = run_metrics.read(tmp_path / "run")["failures"]
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "logging the evaluation failed" in ln]
+    if corrupt:
+        assert not tables and len(failures) == 1 and len(lines) == 1
+        assert "samples.jsonl:1: invalid JSON" in lines[0] and "the metrics were logged" in failures[0]["reason"]
+    else:
+        assert not failures and not lines and len(tables) == 1 and tables[0]["lab/step"] == 20
+        table = load_table(got, tables[0]["lab/samples"])
+        target = table["columns"].index("target")
+        assert [[row[0], row[target]] for row in table["data"]] == [["gsm8k/0", "4"], ["csqa/0", "1"]]
+
+
+def test_a_column_of_mixed_types_becomes_text_and_others_keep_theirs():
+    from ifdistill.callbacks.eval_logging import one_type_per_column
+
+    rows = [["a", 1, 0.5, None, None], ["b", "x", 0.25, 2, None], ["c", True, None, None, None]]
+    assert one_type_per_column(rows) == [["a", "1", 0.5, None, None], ["b", "x", 0.25, 2, None],
+                                         ["c", "True", None, None, None]]
+    assert one_type_per_column([[1, None], ["", 2.5]]) == [["1", None], ["", 2.5]]

@@ -110,12 +110,6 @@ def test_resource_settings_leave_the_hash(key, tmp_path, base_hash):
     assert _hash(tmp_path, f"eval.runtime.{key}={_changed(key, default)}") == base_hash
 
 
-def test_another_benchmarks_section_leaves_the_hash(tmp_path, base_hash):
-    """Only a benchmark's own section enters its hash: the judge's model or lm-eval's tasks beside IFEval's
-    rows change nothing."""
-    assert _hash(tmp_path, "eval.judge.model.name_or_path=other/judge", "eval.lmeval.tasks=[x]") == base_hash
-
-
 def test_output_paths_leave_the_hash(tmp_path, base_hash):
     assert _hash(tmp_path, f"output_dir={tmp_path / 'x' / 'y'}", "overwrite=true",
                  f"paths.output_root={tmp_path / 'root'}") == base_hash

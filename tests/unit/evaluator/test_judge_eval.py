@@ -77,6 +77,11 @@ def test_judge_identity_enters_the_hash(tmp_path, tiny_model_dir, perturbed_judg
         "template": _prepare(tmp_path, "eval.judge.absolute_template='Rate 1-10. {prompt} {response} Score:'"),
         "judge decoding": _prepare(tmp_path, "eval.judge.max_new_tokens=8"),
         "score range": _prepare(tmp_path, "eval.judge.score_max=5"),
+        "score range's low end": _prepare(tmp_path, "eval.judge.score_min=2"),
+        "judge dtype": _prepare(tmp_path, "eval.judge.model.dtype=bfloat16"),
+        "judge thinking": _prepare(tmp_path, "eval.judge.model.enable_thinking=true"),
+        "judge context": _prepare(tmp_path, "eval.judge.model.max_model_len=1024"),
+        "judge chat template": _prepare(tmp_path, "eval.judge.model.chat_template='{% for m in messages %}{{ m.content }}{% endfor %}'"),
         "evaluated model's generation": _prepare(tmp_path, "eval.generation.max_new_tokens=5"),
     }
     for name, plan in other.items():
