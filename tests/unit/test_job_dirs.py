@@ -6,6 +6,7 @@ and nothing to what is tested."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from ifdistill.config import LAUNCH_ID_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCH = textwrap.dedent("""
@@ -34,8 +37,12 @@ LAUNCH = textwrap.dedent("""
 @pytest.mark.parametrize("config", ["train", "eval"])
 def test_two_launches_at_once_never_share_a_job_folder(tmp_path, config):
     t0 = time.time()
-    procs = [subprocess.Popen([sys.executable, "-c", LAUNCH, config, f"paths.output_root={tmp_path}", f"+launch={i}"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for i in range(2)]
+    # two separate launches: neither inherits a launch id that this test process may hold (a config it
+    # resolved in process sets one, which the processes a launch starts share by design)
+    env = {k: v for k, v in os.environ.items() if k != LAUNCH_ID_ENV}
+    procs = [subprocess.Popen([sys.executable, "-c", LAUNCH, config, f"paths.output_root={tmp_path}", f"+launch={i}"],
+                              cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
     folders = [Path(o[0].strip()) for o in outs]
