@@ -4,10 +4,10 @@
     .venv/bin/python bench/bench_real_model.py [--prompts 48] [--max-new-tokens 128] [--steps 6] [--only gen|train]
 
 1. Generation: ``evaluate()`` (the production path: prepare, the vLLM backend, generate, score) on the
-   first ``--prompts`` IFEval prompts, greedy; its tokens/s is the generated tokens over the backend's
-   ``generate`` call (results.json ``timings.generate_s``). Then, in the same process, vLLM's ``LLM`` built
-   with the very engine settings results.json records (``backend.settings``: dtype, context, KV cache,
-   prefix caching, eager mode) generates for the same token-id prompts with the same sampling
+   first ``--prompts`` IFEval prompts, greedy; its tokens/s is results.json's ``counts.generated_tokens``
+   over ``timings.generate_s`` (the backend's ``generate`` call). Then, in the same process, vLLM's ``LLM``
+   built with the very engine settings results.json records (``backend.settings``: dtype, context, KV
+   cache, prefix caching, eager mode) generates for the same token-id prompts with the same sampling
    parameters (greedy, the same per-prompt token budgets), its ``generate`` call timed alike. Ratio
    ifdistill / vLLM; goal >= 0.9. The two runs' responses are compared (the same engine settings and
    prompts: they should be identical).
@@ -49,8 +49,8 @@ def bench_generation(prompts: int, max_new_tokens: int, workdir: Path) -> dict:
     evaluate(compose_config(overrides, output_dir=str(out)))
     results, samples = read_results(out)
     plan = prepare(compose_config(overrides, output_dir=str(workdir / "plan")))
-    ours_tokens = sum(len(plan.tokenizer(s["response"], add_special_tokens=False)["input_ids"]) for s in samples)
     ours_s = results["timings"]["generate_s"]
+    ours_tokens = results["counts"]["generated_tokens"]  # the engine's generated ids, as vLLM's below
 
     settings = {k: v for k, v in results["backend"]["settings"].items() if k != "engine_in_process"}
     llm = LLM(model=plan.source.model_dir, tokenizer=plan.source.tokenizer_dir, **settings)
