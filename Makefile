@@ -20,7 +20,7 @@ test-fast: setup  ## unit tests only (seconds to a few minutes)
 test-slow: setup  ## only the slow / real-component tests
 	@$(call RUN_PYTEST,tests -m "slow or slurm" $(PYTEST_ARGS))
 
-demo: setup  ## train the tiny model on the synthetic data on CPU with in-training IFEval (see README)
+demo: setup  ## LoRA-train SmolLM2-135M-Instruct on CPU, in-training IFEval on real prompts (DEMO_ARGS=model=tiny: the smoke run; README)
 	@$(PY) -m ifdistill.demo $(DEMO_ARGS)
 
 bench: setup  ## the benchmarks under bench/ (print ratios against a peer measured in the same run)
@@ -29,7 +29,7 @@ bench: setup  ## the benchmarks under bench/ (print ratios against a peer measur
 gpu-check:  ## on a lent CUDA machine: install missing wheels from $(WHEELS), pytest -m gpu, bench_gpu (docs/gpu.md)
 	@$(if $(wildcard $(PY)),$(PY),python3) scripts/gpu_check.py --wheels $(WHEELS) $(GPU_CHECK_ARGS)
 
-clean-cache:  ## remove built tiny models and generated data (rebuilt on next use)
+clean-cache:  ## remove built models (tiny ones and smollm2_135m) and generated data (rebuilt on next use)
 	rm -rf $${IFDISTILL_CACHE:-$$HOME/.cache/ifdistill}
 
 clean-teacher-cache:  ## remove what killed teacher-pass writers left in CACHE=<method.cache_dir> (temp shards, owner files)

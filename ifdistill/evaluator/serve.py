@@ -171,7 +171,7 @@ class ServedEngine:
 
         s = plan.settings
         self.backend = make_backend(s, plan.source, context_len=plan.context_len, seed=s.generation.seed,
-                                    persistent=True)
+                                    persistent=True, requests=getattr(plan, "requests", ()))
         self.key, self.weights = self._key(plan), plan.model_identity["weights_sha256"]
         self.processes = frozenset(child_processes(os.getpid()))
         if self.on_start is not None:

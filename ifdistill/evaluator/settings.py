@@ -87,8 +87,9 @@ class RuntimeSettings:
     """Resources only; never part of eval_config_hash."""
 
     # vLLM on CPU: the KV cache is sized explicitly, because gpu_memory_utilization is read from a
-    # NUMA meminfo that drifts on VMs (../shared/notes/cpu-training-and-vllm.md). Ignored on GPU.
-    kv_cache_memory_bytes: Optional[int] = 268435456
+    # NUMA meminfo that drifts on VMs (../shared/notes/cpu-training-and-vllm.md). null: from the model's
+    # per-token KV bytes and the evaluation's sequences (ifdistill/evaluator/kv_cache.py). Ignored on GPU.
+    kv_cache_memory_bytes: Optional[int] = None
     gpu_memory_utilization: float = 0.85
     # VLLM_CPU_OMP_THREADS_BIND: auto | nobind | core list ("1", "0-3"). A core list also pins the
     # whole evaluator process (HF backend included) to those cores.

@@ -186,7 +186,7 @@ def _judge_requests(plan: JudgePlan, inputs: list[tuple[str, str, str]]) -> list
 def _run_judge(plan: JudgePlan, requests: list[Request]) -> tuple[list[Completion], dict[str, Any]]:
     settings = dataclasses.replace(plan.settings, dtype=plan.settings.judge.model.dtype or plan.settings.dtype)
     backend = make_backend(settings, plan.judge_source, context_len=plan.judge_context_len,
-                           seed=plan.settings.generation.seed)
+                           seed=plan.settings.generation.seed, requests=requests)
     try:
         raw = backend.generate(requests, plan.judge_sampling, adapter_dir=None, progress=plan.settings.runtime.progress)
         info = {"name": backend.name, "settings": dict(getattr(backend, "settings", {}))}

@@ -3,7 +3,8 @@ layout, and calling train() again with the same config finds the finished run in
 
 The full preset (150 steps) is timed by hand and reported; here 20 steps show the mechanics. The demo's
 console contract (``make demo``: ifdistill's lines only, one screen, the table last) is checked on a
-shortened ``ifdistill.demo`` run."""
+shortened run of its tiny-model smoke path (``ifdistill.demo --model tiny``; the real model's demo runs in
+``tests/integration/test_real_model.py``'s setting, not here)."""
 
 from __future__ import annotations
 
@@ -80,32 +81,37 @@ OWN_LINE = re.compile("|".join([
     r"run directory: .*", r"W&B offline run: .*", r"plots: .*",
     r"IFEval on the synthetic eval split .*", r"\|.*\|", r"eval_config_hash identical in training and after: \w+",
 ]))
-FULL_DEMO = {"steps": 150, "eval_every": 50, "log_every": 10}  # make demo's defaults (ifdistill/demo.py, conf/experiment/demo.yaml)
+FULL_DEMO = {"steps": 150, "eval_every": 50, "log_every": 10}  # the tiny preset (ifdistill/demo.py, conf/experiment/demo.yaml)
 
 
 def test_demo_console_is_ifdistills_lines_and_ends_with_the_table(tmp_path):
-    """``make demo``'s console contract on a shortened demo (10 steps, an evaluation at 10): every
-    line is ifdistill's, the last are the table and the identity line, and the count scaled to the full
-    demo (its progress lines and evaluations) is at most 40 -- one screen."""
+    """``make demo``'s console contract on a shortened tiny-model demo (10 steps, evaluations at 0 -- the
+    base -- and 10): every line is ifdistill's, the last are the table and the identity line, and the count
+    scaled to the full demo (its progress lines and evaluations) is at most 40 -- one screen."""
     steps, every = 10, 10
-    proc = subprocess.run([sys.executable, "-m", "ifdistill.demo", f"--steps={steps}", f"--eval-every={every}",
-                           "--max-new-tokens=16", f"--out={tmp_path}"], cwd=CONF.parent, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "ifdistill.demo", "model=tiny", f"--steps={steps}",
+                           f"--eval-every={every}", "--max-new-tokens=16", f"--out={tmp_path}"], cwd=CONF.parent,
+                          capture_output=True,
                           text=True, timeout=1200, env={**os.environ, "PYTHONPATH": str(CONF.parent)})
     lines = (proc.stdout + proc.stderr).rstrip("\n").splitlines()
     assert proc.returncode == 0, "\n".join(lines[-40:])
     assert not proc.stderr.strip(), proc.stderr[-3000:]  # all of it on stdout, in order
     foreign = [ln for ln in lines if not OWN_LINE.fullmatch(ln)]
     assert not foreign, foreign
-    evals = steps // every
+    evals = 1 + steps // every  # step 0 (the base) and every `every` steps
     assert lines[-1] == "eval_config_hash identical in training and after: True"
     table = lines[-(evals + 4):-1]  # header, rule, one row per evaluation, the post-training row
-    assert table[0] == "| step | prompt strict | inst strict | prompt loose | inst loose |" and table[1] == "|---|---|---|---|---|"
-    assert [row.split(" | ")[0] for row in table[2:]] == [f"| {s}" for s in range(every, steps + 1, every)] + \
-        [f"| {steps} (ifdistill-eval, after training)"]
+    assert table[0] == ("| step | prompt strict | inst strict | prompt loose | inst loose | Δ prompt strict vs base "
+                        "| verdict |") and table[1] == "|---" * 7 + "|"
+    assert [row.split(" | ")[0] for row in table[2:]] == ["| 0 (base)"] + \
+        [f"| {s}" for s in range(every, steps + 1, every)] + [f"| {steps} (ifdistill-eval, after training)"]
+    assert table[2].endswith("| - | (base) |")
+    verdicts = ("wins", "forgetting", "unverified gain", "no clear gain")  # the results page's
+    assert all(row.rsplit(" | ", 1)[1].removesuffix(" |").startswith(verdicts) for row in table[3:]), table
     progress = sum(ln.startswith("[train] step") for ln in lines)
     assert progress == steps // FULL_DEMO["log_every"]  # demo preset: a line every 10 steps
     # the full demo: its progress lines, and one evaluation line and table row per evaluation more
-    full_evals = FULL_DEMO["steps"] // FULL_DEMO["eval_every"]
+    full_evals = 1 + FULL_DEMO["steps"] // FULL_DEMO["eval_every"]
     full = len(lines) - progress + FULL_DEMO["steps"] // FULL_DEMO["log_every"] + 2 * (full_evals - evals)
     print(f"\ndemo console: {len(lines)} lines here, {full} for the full demo")
     assert full <= 40, "\n".join(lines)

@@ -26,7 +26,7 @@ def cfg_of(*overrides):
 
 
 def test_the_shipped_presets_pass():
-    for preset in ("experiment=demo", "method=distill", "callbacks=checkpoint_eval", "callbacks=checkpoint_eval_ifbench",
+    for preset in ("experiment=demo", "experiment=demo_smollm2", "method=distill", "callbacks=checkpoint_eval", "callbacks=checkpoint_eval_ifbench",
                    "trainer=ddp", "method=onpolicy_distill"):
         preflight(cfg_of(preset), check_model=False)
 
