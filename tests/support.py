@@ -180,3 +180,14 @@ def left_behind(before: list[int]) -> list[int]:
     leave long-lived helpers of pytest itself (multiprocessing's resource tracker, started by an
     in-process vLLM engine, lives until the interpreter exits)."""
     return sorted(set(descendants(os.getpid())) - set(before))
+
+
+def first_divergence(tok, response_a: str, response_b: str, end_id: int) -> tuple[int, list[int], int, int]:
+    """Where two greedy responses to one prompt part: the first differing token position ``k`` (their
+    common prefix ``ids_a[:k]``), ``response_a``'s ids, and the two tokens chosen there (``end_id`` where a
+    response ended) -- what a near-tie check scores against the model's logits."""
+    ids_a = tok(response_a, add_special_tokens=False)["input_ids"]
+    ids_b = tok(response_b, add_special_tokens=False)["input_ids"]
+    n = min(len(ids_a), len(ids_b))
+    k = next((j for j in range(n) if ids_a[j] != ids_b[j]), n)
+    return k, ids_a, (ids_a[k] if k < len(ids_a) else end_id), (ids_b[k] if k < len(ids_b) else end_id)

@@ -33,6 +33,7 @@ from ifdistill.train.checkpointing import consolidated_state_dict
 from ifdistill.methods.sft.module import SFTModule
 from tests.gpu.conftest import two_gpus_or_skip
 from tests.integration.train.runs import COMMON, STEPS, csv_rows, lora_weights, max_abs_diff, run_dir
+from tests.support import first_divergence
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
@@ -166,14 +167,9 @@ def test_zero3_export_evaluated_on_the_training_gpu_equals_cpu_greedy(tuned, tmp
     for g, c in zip(gpu, cpu, strict=True):
         if g["response"] == c["response"]:
             continue
-        ids_g = tok(g["response"], add_special_tokens=False)["input_ids"]
-        ids_c = tok(c["response"], add_special_tokens=False)["input_ids"]
-        k = next(j for j in range(min(len(ids_g), len(ids_c)) + 1)
-                 if j == min(len(ids_g), len(ids_c)) or ids_g[j] != ids_c[j])
-        eos = tok.convert_tokens_to_ids("<|im_end|>")
-        a, b = (ids_g[k] if k < len(ids_g) else eos), (ids_c[k] if k < len(ids_c) else eos)
+        k, ids_g, a, b = first_divergence(tok, g["response"], c["response"], tok.convert_tokens_to_ids("<|im_end|>"))
         prompt = tok(c["rendered_prompt"], add_special_tokens=False)["input_ids"]
-        mismatches.append((c["key"], k, _margin(model_dir, None, prompt, ids_c[:k], a, b)))
+        mismatches.append((c["key"], k, _margin(model_dir, None, prompt, ids_g[:k], a, b)))
     print(f"\nZeRO-3 export, HF on GPU vs CPU: {len(cpu) - len(mismatches)}/{len(cpu)} equal; mismatches "
           f"(key, position, CPU logit margin): {mismatches}; GPU memory peak MiB per process: {memory.peak_mib}")
     assert all(m[2] < NEAR_TIE for m in mismatches), mismatches

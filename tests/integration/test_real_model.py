@@ -29,6 +29,7 @@ from ifdistill.evaluator.run import evaluate
 from tests.integration.callbacks.test_checkpoint_eval import assert_post_training_eval_identical
 from tests.integration.evaluator.test_backends_agree import _margin
 from tests.integration.evaluator.tuned import require_vllm
+from tests.support import first_divergence
 
 pytestmark = pytest.mark.slow
 
@@ -83,12 +84,7 @@ def test_vllm_and_hf_greedy_responses_agree_or_differ_at_a_near_tie(run_dir, smo
     for v, h in zip(vllm, hf, strict=True):
         if v["response"] == h["response"]:
             continue
-        ids_v = tok(v["response"], add_special_tokens=False)["input_ids"]
-        ids_h = tok(h["response"], add_special_tokens=False)["input_ids"]
-        k = next(j for j in range(min(len(ids_v), len(ids_h)) + 1)
-                 if j == min(len(ids_v), len(ids_h)) or ids_v[j] != ids_h[j])
-        a = ids_v[k] if k < len(ids_v) else tok.eos_token_id
-        b = ids_h[k] if k < len(ids_h) else tok.eos_token_id
+        k, ids_v, a, b = first_divergence(tok, v["response"], h["response"], tok.eos_token_id)
         prompt_ids = tok(v["rendered_prompt"], add_special_tokens=False)["input_ids"]
         margin = _margin(str(smollm2_dir), str(export / "adapter"), prompt_ids, ids_v[:k], a, b)
         differ.append({"key": v["key"], "position": k, "tokens": tok.convert_ids_to_tokens([a, b]),
