@@ -93,13 +93,13 @@ def _cell(metrics: dict, metric: str) -> str:
     return f"{100 * metrics[metric]:.1f}" + (f" ± {100 * se:.1f}" if se is not None else "")
 
 
-def table(entries: list[tuple[str, dict]], base: dict | None, columns: list[str]) -> list[str]:
+def table(entries: list[tuple[str, dict]], base: dict | None, benchmark: str, columns: list[str]) -> list[str]:
     """The demo's closing table: one row per ``(label, metrics.json entry)``, each metric with its standard
     error, the first column's paired difference from ``base`` (an entry) and the results page's verdict
     against it (:func:`ifdistill.results.page.verdict` over all ``columns``, threshold 2 standard errors)."""
     from ifdistill.results import page
 
-    cols = [page.Column(short_name(m), "ifeval", m) for m in columns]
+    cols = [page.Column(short_name(m), benchmark, m) for m in columns]
     samples = page.Samples()
 
     def as_cell(entry: dict, metric: str) -> dict | None:
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     n = len(read_samples(post_dir))
     print(f"\n{bench.display} on {preset.data_label.format(n=n)} (%, ± standard error; Δ: paired, against step 0), "
           f"{max_new} new tokens, in training and after it (demo total {time.perf_counter() - started:.0f}s):")
-    for line in table(entries, base, cols):
+    for line in table(entries, base, bench.name, cols):
         print(line)
     same = post.get("eval_config_hash") == last["eval_config_hash"]
     print(f"eval_config_hash identical in training and after: {same}")
