@@ -136,7 +136,8 @@ class OnPolicyDistillModule(ICLDistillModule):
         if method.get("teacher_source", "online") != "online":
             problems.append("method=onpolicy_distill: teacher_source must be online (a sample is new every step, "
                             "no cached view can serve it)")
-        if (int(method.get("k", 4)) > 0 or method.get("own_demo")) and method.get("demos", "per_example") != "per_example":
+        views = cls.teacher_views(method)  # the section's k and demos, defaults included
+        if (int(views["k"]) > 0 or views["extra_demos"] is not None) and views["demos"] != "per_example":
             problems.append("method=onpolicy_distill needs method.demos=per_example (the teacher's view is rebuilt "
                             "around each sample)")
         node = OmegaConf.select(cfg, "trainer.strategy", default="")
