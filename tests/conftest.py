@@ -48,6 +48,11 @@ BESIDE = (
     "tests/integration/train/test_sweep_wandb.py",
     "tests/integration/lmeval/test_lmeval_parity.py",
     "tests/integration/test_real_model.py",
+    "tests/integration/results/test_results_page_sweep.py",
+    "tests/integration/train/test_demo.py",
+    "tests/integration/test_bad_inputs.py",
+    "tests/gpu/test_gpu_check_smoke.py",
+    "tests/integration/evaluator/test_backends_agree.py",
 )
 
 
