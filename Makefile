@@ -6,7 +6,7 @@ WHEELS ?= $(or $(IFDISTILL_WHEELS),.whl)
 # pytest exits 5 when a selection holds no test; that is not a failure of the suite.
 RUN_PYTEST = status=0; $(PYTEST) $(1) || status=$$?; [ $$status -eq 0 ] || [ $$status -eq 5 ]
 
-.PHONY: setup test test-fast test-slow demo bench gpu-check clean-cache clean-teacher-cache
+.PHONY: setup test test-fast test-slow demo miniature bench gpu-check clean-cache clean-teacher-cache
 
 setup:  ## create .venv and install ifdistill with the extras this machine needs (idempotent)
 	@bash scripts/setup_env.sh
@@ -22,6 +22,9 @@ test-slow: setup  ## only the slow / real-component tests
 
 demo: setup  ## LoRA-train SmolLM2-135M-Instruct on CPU, in-training IFEval on real prompts (DEMO_ARGS=model=tiny: the smoke run; README)
 	@$(PY) -m ifdistill.demo $(DEMO_ARGS)
+
+miniature: setup  ## the published comparison in miniature on SmolLM2-135M-Instruct (docs/miniature.md; MINIATURE_ARGS: OUT then sweep overrides)
+	@bash scripts/miniature_comparison.sh $(MINIATURE_ARGS)
 
 bench: setup  ## the benchmarks under bench/ (print ratios against a peer measured in the same run)
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
