@@ -2,7 +2,8 @@
 
 Importing this package is cheap and offline: no torch, no network, no data loading. Subpackages:
 
-- ``ifdistill.ifeval``     the IFEval scorer (checkers, strict/loose, statistics, ``ifdistill-score``)
+- ``ifdistill.benchmarks`` one folder per benchmark (IFEval, IFBench, the judge, lm-eval) and the
+                           instruction-checking base IFEval and IFBench share (``ifdistill-score``)
 - ``ifdistill.data``       sources, synthetic data, chat rendering with loss masks, replay mixing
 - ``ifdistill.evaluator``  the one evaluator (vLLM / HF backends, ``ifdistill-eval``)
 - ``ifdistill.train``      Lightning modules, strategies, ``ifdistill-train``

@@ -1,7 +1,7 @@
 """Statistics every benchmark uses: binomial and clustered standard errors, paired tests, bootstrap.
 
-They belong to no benchmark: IFEval's aggregates (:mod:`ifdistill.ifeval.stats`), the judge's win rate
-(:mod:`ifdistill.evaluator.judge.verdicts`) and the results layer's paired comparisons
+They belong to no benchmark: the instruction benchmarks' aggregates (:mod:`ifdistill.benchmarks.checking.stats`), the judge's win rate
+(:mod:`ifdistill.benchmarks.judge.verdicts`) and the results layer's paired comparisons
 (:mod:`ifdistill.results.paired`) all read them here.
 
 **Binomial standard error** of a proportion ``p = k / n`` of 0/1 outcomes:

@@ -8,9 +8,9 @@ holds; the plan over ``eval.data``'s rows), ``generation`` (requests and post-pr
 (which backend) / ``backend_vllm`` / ``backend_hf`` (how it writes and scores), ``fingerprint``
 (``eval_config_hash``), ``identity`` (a benchmark's own config sections in it), ``results`` / ``schema`` / ``output`` (what is written and read).
 
-``benchmark``: the interface and registry of benchmarks; each subpackage with a ``benchmark`` module is
-one (``ifeval``, ``ifbench``, ``lmeval``, ``judge``), found by the registry, never imported by the modules
-above.
+``benchmark``: the interface and registry of benchmarks; each folder of :mod:`ifdistill.benchmarks` with a
+``benchmark`` module is one (``ifeval``, ``ifbench``, ``lmeval``, ``judge``), found by the registry, never
+imported by this package.
 
 Importing this package is cheap: torch, transformers and vLLM load only when an evaluation runs.
 """

@@ -8,11 +8,13 @@ evaluator core, the W&B logging, ``ifdistill-wandb-view``, ``ifdistill-status`` 
 results.json ask :func:`get` by the name results.json records (``config.eval.benchmark``) and never
 branch on a name.
 
-Registration: every subpackage of :mod:`ifdistill.evaluator` with a ``benchmark`` module is a
-benchmark; importing that module calls :func:`register`. Adding a benchmark is one folder
-(``ifdistill/evaluator/<name>/benchmark.py``) and one config (``conf/eval/<name>.yaml``); a test (or a
-plug-in) may also call :func:`register` with an instance of its own. Importing this module is cheap:
-the benchmark modules import their engines (lm-eval, the judge's backend) only when an evaluation runs.
+Registration: every folder of :mod:`ifdistill.benchmarks` with a ``benchmark`` module is a benchmark;
+importing that module calls :func:`register`. Adding a benchmark is one folder
+(``ifdistill/benchmarks/<name>/benchmark.py``) and one config (``conf/eval/<name>.yaml``); a test (or a
+plug-in) may also call :func:`register` with an instance of its own. The folders are found by listing
+:data:`HOME`, so this module imports none of them: the benchmarks import the evaluator, never the other
+way. Importing this module is cheap: the benchmark modules import their engines (lm-eval, the judge's
+backend) only when an evaluation runs.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ import pkgutil
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+#: The package whose folders are the benchmarks (``ifdistill/benchmarks/``, beside this module's package).
+HOME = "ifdistill.benchmarks"
+_HOME_DIR = Path(__file__).parent.parent / "benchmarks"
 _REGISTRY: dict[str, "Benchmark"] = {}
 _DISCOVERED = False
 
@@ -64,15 +69,18 @@ class Benchmark:
     local_data: str = ""
     #: Columns of the W&B samples table (:meth:`sample_row` fills them from a samples.jsonl row).
     sample_columns: tuple[str, ...] = ("key", "prompt", "response")
-    #: Packages of its own outside its folder (its scorer, checkers it shares with another benchmark):
-    #: they may name it, as its folder may (tests/unit/test_benchmark_names.py).
+    #: Its own ``eval`` sections: ``SECTIONS`` of the ``settings`` module in its folder
+    #: (``ifdistill/benchmarks/<name>/settings.py``), imported by its registration (:meth:`sections`).
+    settings_sections: Mapping[str, type] = {}
+    #: Packages of its own outside its folder (a plug-in's): they may name it, as its folder may
+    #: (tests/unit/test_benchmark_names.py).
     packages: tuple[str, ...] = ()
 
     def folders(self) -> list[str]:
-        """Its folder (``ifdistill/evaluator/<name>/``, the package of its ``benchmark`` module) and the folders
+        """Its folder (``ifdistill/benchmarks/<name>/``, the package of its ``benchmark`` module) and the folders
         of its :attr:`packages`, relative to the repository (``/``-separated, ending in ``/``)."""
         module = type(self).__module__
-        own = [module.rpartition(".")[0]] if module.startswith(f"{__package__}.") else []
+        own = [module.rpartition(".")[0]] if module.startswith(f"{HOME}.") else []
         return [name.replace(".", "/") + "/" for name in (*own, *self.packages)]
 
     def local_rows(self) -> Path:
@@ -85,20 +93,10 @@ class Benchmark:
 
     # -- config ---------------------------------------------------------------------------------------
     def sections(self) -> dict[str, type]:
-        """This benchmark's own ``eval`` sections (``{key: settings dataclass}``): ``SECTIONS`` of the
-        ``settings`` module beside its ``benchmark`` module (``ifdistill/evaluator/<name>/settings.py``).
+        """This benchmark's own ``eval`` sections (``{key: settings dataclass}``, :attr:`settings_sections`).
         Every field of them enters its eval_config_hash (:mod:`ifdistill.evaluator.identity`); a section of
         another benchmark set in its config is refused (:func:`~ifdistill.evaluator.settings.eval_settings`)."""
-        package, _, leaf = type(self).__module__.rpartition(".")
-        if leaf != "benchmark" or not package.startswith(f"{__package__}."):
-            return {}
-        try:
-            module = importlib.import_module(f"{package}.settings")
-        except ModuleNotFoundError as err:
-            if err.name != f"{package}.settings":
-                raise
-            return {}
-        return dict(getattr(module, "SECTIONS", {}))
+        return dict(self.settings_sections)
 
     def check(self, settings: Any) -> None:
         """Validate the parts of :class:`~ifdistill.evaluator.settings.EvalSettings` this benchmark reads;
@@ -210,12 +208,12 @@ def unregister(name: str) -> None:
 
 
 def subpackage_modules(module: str) -> list[Any]:
-    """``ifdistill.evaluator.<pkg>.<module>`` of every subpackage that has one (a benchmark's folder),
-    imported, in name order."""
+    """``ifdistill.benchmarks.<folder>.<module>`` of every folder of :data:`HOME` that has one (a benchmark's
+    folder), imported, in name order."""
     out = []
-    for info in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda i: i.name):
-        if info.ispkg and importlib.util.find_spec(f"{__package__}.{info.name}.{module}") is not None:
-            out.append(importlib.import_module(f"{__package__}.{info.name}.{module}"))
+    for info in sorted(pkgutil.iter_modules([str(_HOME_DIR)]), key=lambda i: i.name):
+        if info.ispkg and importlib.util.find_spec(f"{HOME}.{info.name}.{module}") is not None:
+            out.append(importlib.import_module(f"{HOME}.{info.name}.{module}"))
     return out
 
 

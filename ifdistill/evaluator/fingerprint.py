@@ -13,13 +13,13 @@ results with different hashes can be diffed key by key). The fingerprint holds:
 - ``prompts``: the sha256 of every rendered prompt's token ids -- whatever else changes what the
   model reads (tokenizer, rendering code) changes the hash too;
 - ``backend``, ``dtype``, the effective context length (it caps the per-prompt token budget),
-  ``scorer_version`` (:func:`ifdistill.ifeval.scoring.scorer_version_for` the rows' ids: IFEval's
+  ``scorer_version`` (:func:`ifdistill.benchmarks.checking.scoring.scorer_version_for` the rows' ids: IFEval's
   version, joined by IFBench's where the rows hold IFBench ids) and :data:`PROTOCOL_VERSION`.
 
 Every field of the benchmark's own config sections (``eval.lmeval``, ``eval.judge``) enters under the
 section's key, added by the core after the benchmark's prepare (:mod:`ifdistill.evaluator.identity`).
 An LLM-judged evaluation (``benchmark: judge``) adds a ``judge`` section
-(:func:`ifdistill.evaluator.judge.run.with_judge`): the judge's weights digest and tokenizer, the active
+(:func:`ifdistill.benchmarks.judge.run.with_judge`): the judge's weights digest and tokenizer, the active
 template's text, its greedy decoding, score range, parser / both-orders rule and the reference responses.
 
 Deliberately *not* in it: ``eval.runtime`` (memory, threads, devices, batch size, progress bar),

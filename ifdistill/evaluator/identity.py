@@ -1,6 +1,6 @@
 """A benchmark's own settings in its ``eval_config_hash``, derived from its settings dataclasses.
 
-Every field of a benchmark's own config sections (``SECTIONS`` of ``ifdistill/evaluator/<name>/settings.py``)
+Every field of a benchmark's own config sections (``SECTIONS`` of ``ifdistill/benchmarks/<name>/settings.py``)
 enters the fingerprint under the section's key (``fingerprint[<key>][<field>]``) without its author
 writing a line: :func:`with_own_settings` is applied by the evaluator's core to every plan
 (:func:`ifdistill.evaluator.run.prepare`). A field whose value is not what identifies the evaluation --

@@ -8,7 +8,7 @@ an evaluator process unchanged. It has four parts with one rule each:
   decide *what* is generated and scored; all of them enter ``eval_config_hash``
   (:mod:`ifdistill.evaluator.fingerprint`).
 - a benchmark's own section (e.g. ``eval.lmeval``) configures that benchmark; its dataclass lives in the
-  benchmark's folder (``ifdistill/evaluator/<name>/settings.py``: ``SECTIONS``); every field of it enters
+  benchmark's folder (``ifdistill/benchmarks/<name>/settings.py``: ``SECTIONS``); every field of it enters
   that benchmark's hash (:mod:`ifdistill.evaluator.identity`), and another benchmark's section set away
   from its defaults is refused (:func:`eval_settings`).
 - ``runtime`` decides only *how fast and where* (memory, threads, devices, batch size, progress
@@ -133,7 +133,7 @@ class EvalSettings:
 
 
 def benchmark_sections() -> dict[str, type]:
-    """The config sections benchmarks add to ``eval`` (``SECTIONS`` of each benchmark subpackage's ``settings``
+    """The config sections benchmarks add to ``eval`` (``SECTIONS`` of each benchmark folder's ``settings``
     module, :func:`ifdistill.evaluator.benchmark.subpackage_modules`), by key."""
     from ifdistill.evaluator.benchmark import subpackage_modules
 

@@ -17,8 +17,8 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from ifdistill.ifbench.instructions_count import CONJUNCTIONS, PERSON_NAMES, PRONOUNS
-from ifdistill.ifbench.text import STOPWORDS
+from ifdistill.benchmarks.ifbench.instructions_count import CONJUNCTIONS, PERSON_NAMES, PRONOUNS
+from ifdistill.benchmarks.ifbench.text import STOPWORDS
 from tests.parity.ifbench_boundary_cases_format import GENERATORS as FORMAT_GENERATORS
 from tests.parity.ifeval_boundary_cases import WORDS, Case, assemble, near, pick, sentence, words
 

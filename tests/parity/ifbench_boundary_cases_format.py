@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from ifdistill.ifbench.instructions_custom import EUROPEAN_CAPITALS, REPEAT_SIMPLE
+from ifdistill.benchmarks.ifbench.instructions_custom import EUROPEAN_CAPITALS, REPEAT_SIMPLE
 from tests.parity.ifeval_boundary_cases import WORDS, Case, near, pick, sentence, words
 
 

@@ -19,7 +19,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ifdistill.ifeval.instructions_case_language import LANGUAGE_CODES
+from ifdistill.benchmarks.ifeval.instructions_case_language import LANGUAGE_CODES
 
 Case = tuple[str, dict[str, Any], str]  # (instruction id, kwargs, response)
 

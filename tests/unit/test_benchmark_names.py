@@ -18,9 +18,10 @@ from ifdistill.evaluator import benchmark as registry
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("ifdistill", "callbacks", "launchers")
-#: Each benchmark's own folders (its registration, its scorer, the checkers IFEval and IFBench share), as each
-#: registration states them (:meth:`~ifdistill.evaluator.benchmark.Benchmark.folders`): a new benchmark's
-#: folder is found, not listed here.
+#: Each benchmark's own folders (``ifdistill/benchmarks/<name>/``: its registration, settings, scorer and checkers),
+#: as each registration states them (:meth:`~ifdistill.evaluator.benchmark.Benchmark.folders`): a new benchmark's
+#: folder is found, not listed here. The instruction-checking base IFEval and IFBench share
+#: (``ifdistill/benchmarks/checking/``) is no benchmark's: it is scanned like every consumer.
 OWN = tuple(sorted({folder for name in registry.names() for folder in registry.get(name).folders()}))
 NOT_YET = {
     "ifdistill/data/records.py": "the 'ifeval' row layout of training/eval data (a data schema, not the benchmark)",
@@ -79,15 +80,16 @@ def test_only_a_benchmarks_own_folders_name_it():
 
 def test_the_scan_finds_each_way_of_naming_one(tmp_path):
     f = tmp_path / "m.py"
-    f.write_text('"""ifeval in a docstring is fine."""\nimport ifdistill.evaluator.lmeval.run\n'
-                 'from ifdistill.evaluator import judge\nx = cfg.judge\nkey = "ifbench/step"\n'
+    f.write_text('"""ifeval in a docstring is fine."""\nimport ifdistill.benchmarks.lmeval.run\n'
+                 'from ifdistill.benchmarks import judge\nx = cfg.judge\nkey = "ifbench/step"\n'
                  'class S:\n    lmeval: int = 0\n# lmeval in a comment is fine\n')
     assert [h.split(":")[0] for h in names_in(f, {"ifeval", "ifbench", "lmeval", "judge"})] == ["2", "3", "4", "5", "7"]
 
 
 def test_every_benchmark_folder_is_found():
-    """The folders come from the registrations: each ``ifdistill/evaluator/<name>/`` with a ``benchmark``
+    """The folders come from the registrations: each ``ifdistill/benchmarks/<name>/`` with a ``benchmark``
     module, and the packages a registration states as its own."""
-    folders = {f"ifdistill/evaluator/{m.__name__.split('.')[-2]}/" for m in registry.subpackage_modules("benchmark")}
+    folders = {f"ifdistill/benchmarks/{m.__name__.split('.')[-2]}/" for m in registry.subpackage_modules("benchmark")}
     assert folders <= set(OWN) and all((ROOT / f).is_dir() for f in OWN)
-    assert {"ifdistill/ifeval/", "ifdistill/ifbench/", "ifdistill/checking/"} <= set(OWN)
+    assert {f"ifdistill/benchmarks/{n}/" for n in ("ifeval", "ifbench", "judge", "lmeval")} <= set(OWN)
+    assert "ifdistill/benchmarks/checking/" not in OWN and (ROOT / "ifdistill/benchmarks/checking").is_dir()

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from ifdistill.benchmarks.checking.stats import METRICS as AGGREGATES
+from ifdistill.benchmarks.ifeval.registry import INSTRUCTION_REGISTRY
 from ifdistill.callbacks.eval_logging import step_key
-from ifdistill.ifeval.registry import INSTRUCTION_REGISTRY
-from ifdistill.ifeval.stats import METRICS as AGGREGATES
 from ifdistill.sweeps import swept_values
 from ifdistill.wandb_view import benchmarks, compose, main, metric_keys, to_workspace, view_spec
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from ifdistill.benchmarks.checking import score_rows
+from ifdistill.benchmarks.checking.schema import SAMPLE_SCHEMA, validate
+from ifdistill.benchmarks.ifbench import scorer_version
 from ifdistill.callbacks.eval_logging import flat_metrics
 from ifdistill.evaluator.cli import compose_config
 from ifdistill.evaluator.output import read_results
 from ifdistill.evaluator.run import prepare
-from ifdistill.evaluator.ifeval.schema import SAMPLE_SCHEMA, validate
-from ifdistill.ifbench import scorer_version
-from ifdistill.ifeval import score_rows
 from ifdistill.paths import shared_data_dir
 
 pytestmark = pytest.mark.slow  # ~25-40 s: a subprocess, the tiny model, 24 long prompts

@@ -25,7 +25,7 @@ from ifdistill.hashing import weight_hashes
 from ifdistill.evaluator.cli import compose_config
 from ifdistill.evaluator.launch import evaluator_command
 from ifdistill.evaluator.output import read_results
-from ifdistill.evaluator.ifeval.schema import SAMPLE_SCHEMA, validate
+from ifdistill.benchmarks.checking.schema import SAMPLE_SCHEMA, validate
 from ifdistill.paths import shared_data_dir
 from tests.integration.evaluator.tuned import require_vllm
 

@@ -25,8 +25,8 @@ import math
 import numpy as np
 import pytest
 
+from ifdistill.benchmarks.lmeval.output import metrics_of, sample_rows
 from ifdistill.evaluator.cli import compose_config
-from ifdistill.evaluator.lmeval.output import metrics_of, sample_rows
 from ifdistill.evaluator.output import SAMPLES_FILE
 from ifdistill.evaluator.results import jsonable
 from ifdistill.evaluator.run import evaluate

@@ -81,7 +81,7 @@ def _lmeval_evaluation(out_dir, *, corrupt_samples: bool = False):
     """A published lm-eval evaluation of a section mixing a generative task (gsm8k: ``target`` the answer's
     text) and a multiple-choice one (csqa: ``target`` the right choice's index), built with the evaluator's
     own writers from lm-eval's output shape (:data:`tests.unit.evaluator.test_lmeval_output.RES`)."""
-    from ifdistill.evaluator.lmeval.output import metrics_of, sample_rows
+    from ifdistill.benchmarks.lmeval.output import metrics_of, sample_rows
     from ifdistill.evaluator.results import publish
     from tests.unit.evaluator.test_lmeval_output import RES
 

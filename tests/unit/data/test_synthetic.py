@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
+from ifdistill.benchmarks.checking.scoring import score_response
 from ifdistill.data import synthetic
 from ifdistill.data.synthetic import SIZES, generate, synthetic_paths
-from ifdistill.ifeval.scoring import score_response
 
 
 @pytest.fixture(scope="module")

@@ -39,7 +39,7 @@ CASES = {
 
 def workdir_files(workdir: Path) -> None:
     """The local lm-eval tasks and the judge's reference responses (the first three IFEval prompts)."""
-    from ifdistill.evaluator.lmeval.smoke import write_tasks
+    from ifdistill.benchmarks.lmeval.smoke import write_tasks
     from ifdistill.paths import shared_data_dir
 
     workdir.mkdir(parents=True, exist_ok=True)

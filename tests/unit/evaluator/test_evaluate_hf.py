@@ -16,9 +16,9 @@ from ifdistill import checksum
 from ifdistill.evaluator.cli import compose_config
 from ifdistill.evaluator.errors import (ChatTemplateError, EmptyDatasetError, EvaluatorError, ModelNotFoundError,
                                         OutputExistsError, PromptTooLongError)
+from ifdistill.benchmarks.checking.schema import SAMPLE_SCHEMA, validate
 from ifdistill.evaluator.output import read_results
 from ifdistill.evaluator.run import evaluate
-from ifdistill.evaluator.ifeval.schema import SAMPLE_SCHEMA, validate
 
 SMALL = ["eval=ifeval_local", "eval.backend=hf", "eval.data.max_examples=3", "eval.generation.max_new_tokens=4",
          "eval.runtime.progress=false"]

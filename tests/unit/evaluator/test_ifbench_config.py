@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+from ifdistill.benchmarks.ifbench import scorer_version
 from ifdistill.evaluator import run as run_module
 from ifdistill.evaluator.cli import compose_config
 from ifdistill.evaluator.run import prepare
-from ifdistill.ifbench import scorer_version
 
 
 V1_SHA256 = "11c3d683dcc7f4908a4d3cacd05c9a8bbd5484af2f8fde969e7abe2b8bad3e34"

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from ifdistill.benchmarks.judge import verdicts as V
 from ifdistill.config import ConfigError
 from ifdistill.evaluator import run as run_module
 from ifdistill.evaluator.cli import compose_config
 from ifdistill.evaluator.errors import EvaluatorError
-from ifdistill.evaluator.judge import verdicts as V
 from ifdistill.evaluator.output import metric_values, read_results
 from ifdistill.paths import shared_data_dir
 

@@ -8,9 +8,9 @@ import statistics
 
 import pytest
 
-from ifdistill.evaluator.judge import verdicts as V
-from ifdistill.evaluator.judge.run import fill, judge_verdict
-from ifdistill.evaluator.judge.settings import JudgeModelSettings, JudgeSettings
+from ifdistill.benchmarks.judge import verdicts as V
+from ifdistill.benchmarks.judge.run import fill, judge_verdict
+from ifdistill.benchmarks.judge.settings import JudgeModelSettings, JudgeSettings
 
 # (judge output, category, value) on a 1-10 rubric
 SCORES = [

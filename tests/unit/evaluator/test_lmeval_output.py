@@ -3,8 +3,8 @@ and the readers that log and list them (W&B keys, the checkpoint line, ``ifdisti
 
 from __future__ import annotations
 
+from ifdistill.benchmarks.lmeval.output import metrics_of, sample_rows
 from ifdistill.callbacks.eval_logging import evaluation_line, flat_metrics
-from ifdistill.evaluator.lmeval.output import metrics_of, sample_rows
 from ifdistill.results.status import _task_scores
 
 RES = {  # the shape of lm_eval.evaluator.evaluate's return value (two filters on gsm8k, one group)

@@ -1,4 +1,4 @@
-"""lm-eval's task index kept on disk (ifdistill.evaluator.lmeval.task_index), with real TaskManagers.
+"""lm-eval's task index kept on disk (ifdistill.benchmarks.lmeval.task_index), with real TaskManagers.
 
 - A second process loads the stored index instead of scanning, and it equals the one built (every entry:
   name, kind, YAML path, tags, parsed config).
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from ifdistill.evaluator.lmeval import task_index
-from ifdistill.evaluator.lmeval.task_index import KEEP, SUBDIR, index_key, task_manager
+from ifdistill.benchmarks.lmeval import task_index
+from ifdistill.benchmarks.lmeval.task_index import KEEP, SUBDIR, index_key, task_manager
 
 LOGGER = task_index.__name__
 
@@ -76,7 +76,7 @@ def test_a_fresh_process_loads_the_stored_index(full):
     assert "tiny_local_task" in full["manager"].all_tasks and "gsm8k" in full["manager"].all_tasks
     script = ("import hashlib, json, logging, sys\n" + inspect.getsource(summary) +
               "logging.basicConfig(level=logging.INFO, stream=sys.stderr)\n"
-              "from ifdistill.evaluator.lmeval.task_index import task_manager\n"
+              "from ifdistill.benchmarks.lmeval.task_index import task_manager\n"
               "print(summary(task_manager([sys.argv[1]])))\n")
     proc = subprocess.run([sys.executable, "-c", script, str(full["include"])], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "IFDISTILL_CACHE": str(full["cache"])})

@@ -16,7 +16,7 @@ from ifdistill.evaluator.generation import scored_text
 from ifdistill.evaluator.prompts import build_prompts
 from ifdistill.evaluator.output import read_results
 from ifdistill.evaluator.run import evaluate
-from ifdistill.evaluator.ifeval.schema import SAMPLE_SCHEMA, validate
+from ifdistill.benchmarks.checking.schema import SAMPLE_SCHEMA, validate
 from ifdistill.evaluator.settings import FewShotSettings, GenerationSettings, SourceSettings
 from ifdistill.evaluator.benchmark import get as _benchmark
 
@@ -70,7 +70,7 @@ def test_unterminated_thinking_scores_empty_and_is_counted(tiny_qwen3_dir, tmp_p
     """With thinking on, a response cut inside its think block is scored as an empty answer (fails a
     'lowercase' instruction it would otherwise pass) and counted as unterminated."""
     from ifdistill.evaluator.generation import Completion
-    from ifdistill.evaluator.ifeval import benchmark as ifeval_benchmark
+    from ifdistill.benchmarks.checking import instruction_benchmark as ifeval_benchmark
 
     texts = iter(["<think>\nhmm", "<think>\nok\n</think>\n\nall lowercase here", "all lowercase, no think"])
 

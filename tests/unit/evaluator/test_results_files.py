@@ -8,11 +8,11 @@ import json
 
 import pytest
 
+from ifdistill.benchmarks.checking.schema import RESULTS_SCHEMA, SAMPLE_SCHEMA, SchemaError, validate
 from ifdistill.evaluator import results as results_module
 from ifdistill.evaluator.errors import OutputExistsError
 from ifdistill.evaluator.output import RESULTS_FILE, SAMPLES_FILE, read_results
 from ifdistill.evaluator.results import publish
-from ifdistill.evaluator.ifeval.schema import RESULTS_SCHEMA, SAMPLE_SCHEMA, SchemaError, validate
 
 H64, H16 = "a" * 64, "0123456789abcdef"
 

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
+from ifdistill.benchmarks.checking.schema import RESULTS_SCHEMA, SchemaError, validate
 from ifdistill.callbacks.eval_jobs import EvalJob
 from ifdistill.evaluator.launch import evaluator_command
 from ifdistill.evaluator.results import FALLBACK_ENV, process_runtime
-from ifdistill.evaluator.ifeval.schema import RESULTS_SCHEMA, SchemaError, validate
 from ifdistill.evaluator.serve import job_overrides, servable
 from ifdistill.launchers.persistent_eval import PersistentRunner
 from tests.support import descendants, left_behind

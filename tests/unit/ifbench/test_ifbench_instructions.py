@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from ifdistill.ifbench import IFBENCH_REGISTRY
-from ifdistill.ifeval import InstructionError, score_response
-from ifdistill.ifeval.registry import INSTRUCTION_REGISTRY, all_instructions
+from ifdistill.benchmarks.checking import InstructionError, score_response
+from ifdistill.benchmarks.checking.lookup import all_instructions
+from ifdistill.benchmarks.ifbench import IFBENCH_REGISTRY
+from ifdistill.benchmarks.ifeval.registry import INSTRUCTION_REGISTRY
 
 MC = "a), b), c), d)"
 CAPITALS = ", ".join(

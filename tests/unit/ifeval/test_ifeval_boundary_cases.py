@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ifdistill.ifeval import INSTRUCTION_REGISTRY, score_rows
+from ifdistill.benchmarks.checking import score_rows
+from ifdistill.benchmarks.ifeval.registry import INSTRUCTION_REGISTRY
 from tests.parity import ifeval_boundary_cases as boundary_cases
 from tests.parity.ifeval_oracle import oracle_is_random
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from ifdistill.checking.instruction_base import InvalidKwargsError
-from ifdistill.ifeval import INSTRUCTION_REGISTRY, score_response
+from ifdistill.benchmarks.checking import score_response
+from ifdistill.benchmarks.checking.instruction_base import InvalidKwargsError
+from ifdistill.benchmarks.ifeval.registry import INSTRUCTION_REGISTRY
 
 LESS, AT_LEAST = "less than", "at least"
 
@@ -403,7 +404,7 @@ def test_repeat_prompt_ignores_the_row_prompt():
             "response": "Say hi. Hi!",
         }
     ]
-    from ifdistill.ifeval import score_rows
+    from ifdistill.benchmarks.checking import score_rows
 
     assert score_rows(rows).rows[0]["strict_inst"] == [True]
 

@@ -10,7 +10,7 @@ def test_import_is_light():
     proc = run_python(
         """
         import sys
-        import ifdistill.ifeval, ifdistill.ifeval.cli, ifdistill.ifeval.stats
+        import ifdistill.benchmarks.ifeval, ifdistill.benchmarks.checking, ifdistill.benchmarks.checking.cli, ifdistill.benchmarks.checking.stats
         heavy = [m for m in ("nltk", "langdetect", "lm_eval", "numpy", "torch") if m in sys.modules]
         print(heavy)
         """
@@ -24,7 +24,7 @@ def test_missing_punkt_is_a_clear_error_and_never_downloads(tmp_path):
         """
         import ifdistill.paths as paths
         paths.find_nltk_data = lambda: None          # as if no folder held punkt_tab
-        from ifdistill.ifeval import score_response
+        from ifdistill.benchmarks.checking import score_response
         try:
             score_response("One. Two.", ["length_constraints:number_sentences"],
                            [{"num_sentences": 1, "relation": "at least"}])
@@ -48,7 +48,7 @@ def test_nltk_lookup_failure_is_translated(tmp_path):
         def no_download(*a, **k):
             raise AssertionError("nltk.download was called")
         nltk.download = no_download
-        from ifdistill.checking import text_analysis
+        from ifdistill.benchmarks.checking import text_analysis
         try:
             text_analysis.count_sentences("One. Two.")
         except paths.MissingResourceError as exc:
@@ -64,7 +64,7 @@ def test_rows_are_validated_before_anything_is_scored():
     proc = run_python(
         """
         import sys
-        from ifdistill.ifeval import InvalidRowError, score_rows
+        from ifdistill.benchmarks.checking import InvalidRowError, score_rows
         good = {"prompt": "p", "instruction_id_list": ["length_constraints:number_sentences"],
                 "kwargs": [{"num_sentences": 1, "relation": "at least"}], "response": "One. Two."}
         try:

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from ifdistill.ifeval import (
+from ifdistill.benchmarks.checking import (
     SCORER_VERSION,
     InstructionError,
     InvalidRowError,

@@ -47,7 +47,7 @@ def _ifeval_rows(o):
 
 def _lmeval(path, o):
     """A generative task with two filters through the evaluator's own lm-eval writers."""
-    from ifdistill.evaluator.lmeval import output
+    from ifdistill.benchmarks.lmeval import output
     from ifdistill.evaluator.results import publish
 
     values = {STRICT: [float(i < min(o["P"], o["L"])) for i in range(N_LM)],

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
+from ifdistill.benchmarks.checking.stats import METRICS
 from ifdistill.evaluator import output as eval_output
-from ifdistill.ifeval.stats import METRICS
 from ifdistill.results import run_config, runs, seed_groups
 
 from tests.unit.results.result_files import simple_rows, write_eval_dir, write_run_dir

@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from ifdistill.evaluator.judge import verdicts as V
+from ifdistill.benchmarks.judge import verdicts as V
 from ifdistill.evaluator.results import publish
 from ifdistill.results import run_metrics
 from ifdistill.results.cli import write_report
