@@ -13,6 +13,10 @@ The same holds one level up, between the package's parts (``ifdistill.evaluator`
 ``ifdistill.callbacks``, a top-level module such as ``ifdistill.wandb_view``): two folders that import
 each other, even through different modules, have no layer order, so neither can be read or tested
 without the other.
+
+Between the benchmarks' folders (``ifdistill/benchmarks/<name>/``) the rule is stricter: no benchmark's
+folder imports another's, and a shared folder beside them (one without a ``benchmark`` module: the
+instruction-checking base) imports none of theirs, so each benchmark reads and tests on its own.
 """
 
 from __future__ import annotations
@@ -194,6 +198,61 @@ def test_the_package_parts_have_no_import_cycles():
     parts = part_graph(graph)
     assert {"ifdistill.callbacks", "ifdistill.evaluator", "ifdistill.train"} <= set(parts)
     assert not cycles(parts), "import cycles among ifdistill's folders:\n" + describe(parts, graph)
+
+
+BENCHMARKS = "ifdistill.benchmarks"
+
+
+def benchmark_folders(modules: dict[str, Path], home: str = BENCHMARKS) -> set[str]:
+    """The folders of ``home`` that are a benchmark's: those with a ``benchmark`` module."""
+    depth = home.count(".") + 2
+    return {name.rpartition(".")[0] for name in modules
+            if name.startswith(f"{home}.") and name.count(".") == depth and name.endswith(".benchmark")}
+
+
+def cross_benchmark_imports(graph: dict[str, set[str]], home: str = BENCHMARKS) -> list[str]:
+    """``module -> target`` for every import into a benchmark's folder from another folder of ``home`` (a
+    benchmark's or a shared one) or from ``home``'s own modules."""
+    depth = home.count(".") + 2
+    own = benchmark_folders({name: Path() for name in graph}, home)
+    folder = lambda name: ".".join(name.split(".")[:depth])  # noqa: E731
+    return sorted(f"{module} -> {target}" for module, targets in graph.items() if module.startswith(home)
+                  for target in targets if folder(target) in own and folder(target) != folder(module))
+
+
+def test_no_benchmark_imports_another():
+    modules = module_files(ROOT, package_dir())
+    graph = import_graph(modules)
+    # The folders are the real ones: the four benchmarks and the shared base beside them.
+    assert {f"{BENCHMARKS}.{n}" for n in ("ifeval", "ifbench", "judge", "lmeval")} <= benchmark_folders(modules)
+    assert f"{BENCHMARKS}.checking.instruction_benchmark" in graph[f"{BENCHMARKS}.ifeval.benchmark"]
+    assert not cross_benchmark_imports(graph), "imports into a benchmark's folder from another:\n" + "\n".join(
+        cross_benchmark_imports(graph))
+    inside = {m: {t for t in targets if t.startswith(f"{BENCHMARKS}.")} for m, targets in graph.items()
+              if m.startswith(f"{BENCHMARKS}.")}
+    folders = part_graph(inside, depth=3)
+    assert not cycles(folders), "import cycles among the benchmarks' folders:\n" + describe(folders, graph)
+
+
+def test_cross_benchmark_imports_in_a_synthetic_tree_are_reported(tmp_path):
+    _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/benchmarks/__init__.py": "",
+        "pkg/benchmarks/a/__init__.py": "",
+        "pkg/benchmarks/a/benchmark.py": "from pkg.benchmarks.shared import base\n",  # allowed: the shared base
+        "pkg/benchmarks/a/checks.py": "def f():\n    from ..b import benchmark\n",  # b's folder, lazily
+        "pkg/benchmarks/b/__init__.py": "",
+        "pkg/benchmarks/b/benchmark.py": "import pkg.benchmarks.shared.base\n",
+        "pkg/benchmarks/shared/__init__.py": "",
+        "pkg/benchmarks/shared/base.py": "from pkg.benchmarks.a.checks import f\n",  # the base into a benchmark
+        "pkg/core.py": "import pkg.benchmarks.b.benchmark\n",  # outside the benchmarks: test_benchmark_names' concern
+    })  # fmt: skip
+    modules = module_files(tmp_path, {"pkg": "pkg"})
+    assert benchmark_folders(modules, "pkg.benchmarks") == {"pkg.benchmarks.a", "pkg.benchmarks.b"}
+    assert cross_benchmark_imports(import_graph(modules), "pkg.benchmarks") == [
+        "pkg.benchmarks.a.checks -> pkg.benchmarks.b.benchmark",
+        "pkg.benchmarks.shared.base -> pkg.benchmarks.a.checks",
+    ]
 
 
 def _write(root: Path, files: dict[str, str]) -> None:

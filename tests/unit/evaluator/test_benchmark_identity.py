@@ -111,7 +111,7 @@ def test_every_own_setting_enters_the_hash(bench, key, cls, path, field, kind):
 
 
 def test_a_fingerprint_that_contradicts_its_section_is_an_error():
-    from ifdistill.evaluator.lmeval.settings import LMEvalSettings
+    from ifdistill.benchmarks.lmeval.settings import LMEvalSettings
 
     with pytest.raises(ValueError, match=r"fingerprint\['lmeval'\] holds \['limit'\]"):
         with_own_settings({"lmeval": {"limit": 3}}, {"lmeval": LMEvalSettings(limit=4)})
@@ -159,3 +159,17 @@ def test_a_training_config_with_another_benchmarks_section_fails_preflight(overr
     with pytest.raises(PreflightError) as err:
         preflight(cfg_of(*overrides), check_model=False)
     assert f"{where}: config section 'eval': eval." in str(err.value) and "'s section and eval.benchmark is" in str(err.value)
+
+
+def test_each_registration_states_the_sections_of_its_folder():
+    """The ``eval`` schema's benchmark sections (``SECTIONS`` of the folders' settings modules) are the ones the
+    registrations state (``settings_sections``, imported), each by the registration of its own folder."""
+    from ifdistill.evaluator.settings import benchmark_sections
+
+    modules = registry.subpackage_modules("settings")
+    assert modules
+    for module in modules:
+        folder = module.__name__.rpartition(".")[0]
+        owner = [b for b in registry.ordered() if type(b).__module__ == f"{folder}.benchmark"]
+        assert len(owner) == 1 and owner[0].sections() == dict(module.SECTIONS), folder
+    assert {k for b in registry.ordered() for k in b.sections()} == set(benchmark_sections())
