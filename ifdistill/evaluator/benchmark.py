@@ -13,8 +13,10 @@ importing that module calls :func:`register`. Adding a benchmark is one folder
 (``ifdistill/benchmarks/<name>/benchmark.py``) and one config (``conf/eval/<name>.yaml``); a test (or a
 plug-in) may also call :func:`register` with an instance of its own. The folders are found by listing
 :data:`HOME`, so this module imports none of them: the benchmarks import the evaluator, never the other
-way. Importing this module is cheap: the benchmark modules import their engines (lm-eval, the judge's
-backend) only when an evaluation runs.
+way. Importing this module is cheap, and so is finding the benchmarks: their registration modules import
+their engines (lm-eval, the judge's backend) and the evaluator's plan only when an evaluation runs, so the
+instruction scorer asks the registry for every benchmark's checkers
+(:func:`ifdistill.benchmarks.checking.lookup.all_instructions`).
 """
 
 from __future__ import annotations

@@ -22,14 +22,14 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from ifdistill.benchmarks.checking.instruction_base import Instruction
 from ifdistill.benchmarks.checking.stats import METRICS
 from ifdistill.evaluator.benchmark import Benchmark
-from ifdistill.evaluator.generation import finalize, scored_text
-from ifdistill.evaluator.plan import EvalPlan, generate_responses, rows_plan
-from ifdistill.evaluator.results import package_versions, publish
+
+if TYPE_CHECKING:
+    from ifdistill.evaluator.plan import EvalPlan
 
 log = logging.getLogger(__name__)
 _FLAT_PREFIXES = ("prompt_level_", "inst_level_", "num_")  # aggregates at results.json's top level (older files)
@@ -54,6 +54,8 @@ def sample_rows(prompts: Sequence[Any], completions: Sequence[Any], scored: Sequ
 
     ``response`` is the whole decoded response; with ``strip_thinking`` the text IFEval scored (after
     ``</think>``) is ``scored_response`` and ``thinking`` says whether the think block was closed."""
+    from ifdistill.evaluator.generation import scored_text
+
     rows = []
     for p, c, s in zip(prompts, completions, scored, strict=True):
         extra: dict[str, Any] = {}
@@ -83,6 +85,7 @@ def sample_rows(prompts: Sequence[Any], completions: Sequence[Any], scored: Sequ
 def score(plan: EvalPlan, completions: list) -> list[dict[str, Any]]:
     """The scorer's rows (strict / loose per instruction and prompt) of the plan's responses."""
     from ifdistill.benchmarks.checking.scoring import score_rows
+    from ifdistill.evaluator.generation import scored_text
 
     strip = bool(plan.settings.generation.strip_thinking)
     rows = [{"key": p.key, "prompt": p.example.prompt, "instruction_id_list": list(p.example.instruction_id_list),
@@ -121,11 +124,16 @@ class InstructionBenchmark(Benchmark):
         """Drop its checkers' own memos (:func:`~ifdistill.benchmarks.checking.scoring.clear_caches`)."""
 
     def prepare(self, settings: Any, run: Any, model_cfg: dict[str, Any], source: Any, *, t0: float) -> EvalPlan:
+        from ifdistill.evaluator.plan import rows_plan
+
         return rows_plan(settings, run, model_cfg, source, t0=t0, check_row=check_row, scorer_version=scorer_version)
 
     def execute(self, plan: EvalPlan, backend: Any, *, own: bool, runtime: Optional[dict[str, Any]],
                 t0: float) -> dict[str, Any]:
         from ifdistill.benchmarks.checking.stats import aggregate, per_instruction_type
+        from ifdistill.evaluator.generation import finalize, scored_text
+        from ifdistill.evaluator.plan import generate_responses
+        from ifdistill.evaluator.results import package_versions, publish
 
         t1 = time.perf_counter()
         raw, backend_info, generate_s = generate_responses(plan, backend, own=own)

@@ -17,9 +17,7 @@ from typing import Any, Optional
 from ifdistill.benchmarks.checking.instruction_benchmark import check_row, scorer_version
 from ifdistill.benchmarks.judge.settings import SECTIONS
 from ifdistill.benchmarks.judge.verdicts import JUDGE_MODES, JUDGE_PLACEHOLDERS
-from ifdistill.config import ConfigError
 from ifdistill.evaluator.benchmark import Benchmark, register
-from ifdistill.evaluator.plan import rows_plan
 
 #: The headline metric of each mode.
 HEADLINE = {"absolute": "score_mean", "pairwise": "win_rate"}
@@ -28,6 +26,8 @@ HEADLINE = {"absolute": "score_mean", "pairwise": "win_rate"}
 def check_judge(j: Any) -> None:
     """``eval.judge``: a known mode, a positive budget, a score range, a reference for pairwise, and
     every placeholder in the active template."""
+    from ifdistill.config import ConfigError
+
     if j.mode not in JUDGE_MODES:
         raise ConfigError(f"eval.judge.mode must be one of {JUDGE_MODES}, got {j.mode!r}")
     if j.max_new_tokens < 1:
@@ -56,6 +56,7 @@ class Judge(Benchmark):
 
     def prepare(self, settings: Any, run: Any, model_cfg: dict[str, Any], source: Any, *, t0: float) -> Any:
         from ifdistill.benchmarks.judge.run import with_judge
+        from ifdistill.evaluator.plan import rows_plan
 
         return with_judge(rows_plan(settings, run, model_cfg, source, t0=t0, check_row=check_row,
                                     scorer_version=scorer_version))

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ifdistill.benchmarks.lmeval.settings import SECTIONS
-from ifdistill.config import ConfigError
 from ifdistill.evaluator.benchmark import Benchmark, register
 
 #: Samples-table columns in order; a column appears when some row of the table holds it.
@@ -59,6 +58,8 @@ class LMEval(Benchmark):
         return not (len(parts) > 1 and parts[1] in self.lower_is_better)
 
     def check(self, settings: Any) -> None:
+        from ifdistill.config import ConfigError
+
         if not settings.lmeval.tasks:
             raise ConfigError("eval.benchmark=lmeval needs eval.lmeval.tasks (lm-eval task names)")
         if settings.lmeval.fewshot_as_multiturn and not settings.lmeval.apply_chat_template:

@@ -69,15 +69,15 @@ def test_scored_text_after_think():
 def test_unterminated_thinking_scores_empty_and_is_counted(tiny_qwen3_dir, tmp_path, monkeypatch):
     """With thinking on, a response cut inside its think block is scored as an empty answer (fails a
     'lowercase' instruction it would otherwise pass) and counted as unterminated."""
+    from ifdistill.evaluator import generation
     from ifdistill.evaluator.generation import Completion
-    from ifdistill.benchmarks.checking import instruction_benchmark as ifeval_benchmark
 
     texts = iter(["<think>\nhmm", "<think>\nok\n</think>\n\nall lowercase here", "all lowercase, no think"])
 
     def fake_finalize(ids, request, sampling, tokenizer):  # the responses a thinking model could give
         return Completion(token_ids=(1,), text=next(texts), finish_reason="length")
 
-    monkeypatch.setattr(ifeval_benchmark, "finalize", fake_finalize)  # where IFEval's execute cuts responses
+    monkeypatch.setattr(generation, "finalize", fake_finalize)  # what IFEval's execute cuts responses with
     out = tmp_path / "out"
     results = evaluate(compose_config([*QWEN3_HF, "model.enable_thinking=true", "eval.generation.max_new_tokens=1"],
                                       output_dir=str(out)))

@@ -19,6 +19,22 @@ def test_import_is_light():
     assert proc.stdout.strip() == "[]"
 
 
+def test_finding_every_instruction_table_is_light():
+    """The scorer's lookup asks the benchmark registry, which imports every benchmark's registration: none
+    of them loads an engine, Hydra or numpy for it."""
+    proc = run_python(
+        """
+        import sys
+        from ifdistill.benchmarks.checking.lookup import all_instructions
+        n = len(all_instructions())
+        heavy = [m for m in ("nltk", "langdetect", "lm_eval", "numpy", "torch", "hydra", "omegaconf") if m in sys.modules]
+        print(n, heavy)
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "83 []"
+
+
 def test_missing_punkt_is_a_clear_error_and_never_downloads(tmp_path):
     proc = run_python(
         """
