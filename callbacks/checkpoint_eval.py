@@ -45,7 +45,7 @@ from typing import Any, Mapping, Optional
 
 from lightning.pytorch import Callback
 
-from ifdistill.callbacks.eval_jobs import EvalQueue
+from ifdistill.callbacks.eval_jobs import EVAL_TIMEOUT_S, EvalQueue
 from ifdistill.callbacks.evaluations import CheckpointEvaluations, CommandBuilder
 from ifdistill.callbacks.export import export_checkpoint
 from ifdistill.launchers.runners import checkpoint_eval_runner
@@ -60,7 +60,7 @@ class CheckpointEvalCallback(Callback):
                  export_merged: bool = False,
                  evaluate_kind: str = "auto", chat_template: Optional[str] = None,
                  max_running: int = 1, max_pending: int = 4, policy: str = "wait",
-                 timeout_s: float = 3600.0, retries: int = 1, final_wait_s: float = 1800.0,
+                 timeout_s: float = EVAL_TIMEOUT_S, retries: int = 1, final_wait_s: float = 3600.0,
                  devices: Optional[dict] = None, log_samples: int = 64, runner: Any = None,
                  engine: str = "process", persistent: Optional[Mapping[str, Any]] = None,
                  command_builder: Optional[CommandBuilder] = None):

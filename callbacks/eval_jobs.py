@@ -30,6 +30,9 @@ from ifdistill.launchers.runners import Runner, make_runner
 
 Policy = Literal["wait", "skip_new", "drop_oldest"]
 INPUT_ERROR_EXIT = 2  # ifdistill-eval's exit code for bad input (an export with NaN weights, a bad config)
+#: An evaluation running longer is killed and counts as failed: a guard against a hung evaluator, generous
+#: enough for the full IFEval (541 prompts, 1,280 new tokens) on the HF backend of a small GPU.
+EVAL_TIMEOUT_S = 7200.0
 
 
 @dataclasses.dataclass
@@ -69,7 +72,7 @@ def _tail(path: Path | None, limit: int = 4000) -> str:
 
 class EvalQueue:
     def __init__(self, *, max_running: int = 1, max_pending: int = 4, policy: Policy = "wait",
-                 timeout_s: float = 3600.0, retries: int = 1, poll_interval_s: float = 1.0,
+                 timeout_s: float = EVAL_TIMEOUT_S, retries: int = 1, poll_interval_s: float = 1.0,
                  is_complete: Callable[[Path], bool] = lambda out: (out / RESULTS_FILE).is_file(),
                  clock: Callable[[], float] = time.monotonic, runner: Runner | None = None):
         if policy not in ("wait", "skip_new", "drop_oldest"):

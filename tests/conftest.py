@@ -119,3 +119,48 @@ def smollm2_dir():
     except smollm2.SmolLM2Unavailable as err:
         require(False, str(err))
     return smollm2.smollm2_path()
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and of the children it has reaped (their own reaped children included)."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Each phase's report carries the CPU seconds spent since the previous phase ended (``cpu_s``), so
+    the summary can say where the suite's CPU goes: on 2 cores the suite's wall time follows its CPU."""
+    outcome = yield
+    now = _cpu_s()
+    start = getattr(item, "_cpu_mark", None)
+    if start is None:
+        start = getattr(item.config, "_cpu_last", now)
+    item._cpu_mark = now
+    item.config._cpu_last = now
+    outcome.get_result().user_properties.append(("cpu_s", now - start))
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """With ``--durations`` (CI): wall and CPU seconds per module, the costliest first (CPU of processes a
+    test leaves to another test's teardown is counted there; processes nobody reaps are not counted)."""
+    if config.option.durations is None:
+        return
+    wall: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            nodeid = getattr(report, "nodeid", None)
+            if not nodeid or not hasattr(report, "duration"):
+                continue
+            module = nodeid.split("::", 1)[0]
+            wall[module] = wall.get(module, 0.0) + report.duration
+            cpu[module] = cpu.get(module, 0.0) + sum(v for k, v in getattr(report, "user_properties", ()) if k == "cpu_s")
+    if not cpu:
+        return
+    terminalreporter.write_sep("=", f"CPU and wall seconds per module (all: {sum(cpu.values()):.0f} CPU s, "
+                                     f"{sum(wall.values()):.0f} wall s)")
+    for module in sorted(cpu, key=cpu.get, reverse=True)[:40]:
+        terminalreporter.write_line(f"{cpu[module]:8.1f} cpu  {wall[module]:8.1f} wall  {module}")

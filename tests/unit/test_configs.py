@@ -5,6 +5,8 @@ Also: a typo'd key or a wrong type in a plain-data section is an error at start-
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,6 +58,24 @@ def _compose(primary: str, overrides: list[str]):
         return cfg
 
 
+#: ``config_hash`` of every shipped training configuration (the default, and each option of each group in
+#: its place), as the code at commit 0ab0b30 (before the typed-configuration redesign) computes it: a run
+#: directory is named by it, so a change here orphans every existing run of that configuration (no resume).
+#: Regenerate only for a deliberate change, with ``python tests/unit/test_configs.py``.
+PINNED = Path(__file__).with_name("shipped_config_hashes.json")
+
+
+def _case_id(primary: str, group: str | None, option: str | None) -> str:
+    return primary if group is None else f"{primary}-{group}={option}"
+
+
+def _train_hash(cfg) -> str:
+    from ifdistill.train.run import hash_ignore
+    from ifdistill.rundir import config_hash
+
+    return config_hash(cfg, hash_ignore(cfg))
+
+
 @pytest.mark.parametrize("primary,group,option", list(_cases()))
 def test_every_config_composes_and_validates(primary, group, option):
     overrides = [] if group is None else [f"{group}={option}"]
@@ -63,6 +83,9 @@ def test_every_config_composes_and_validates(primary, group, option):
     validate(cfg)
     for node in _targets(cfg):
         _import_target(node)
+    if primary == "train":  # composed already: its run-directory hash, against the pinned one
+        pinned = json.loads(PINNED.read_text())
+        assert _train_hash(cfg) == pinned[_case_id(primary, group, option)], "config_hash changed (PINNED)"
 
 
 def _targets(node, found=None):
@@ -94,3 +117,12 @@ def test_wrong_type_is_an_error_at_start_up():
     cfg = _compose(PRIMARY[0], ["model.max_length=long"])
     with pytest.raises(ConfigError, match="max_length"):
         validate(cfg, ["model"])
+
+
+if __name__ == "__main__":  # regenerate shipped_config_hashes.json (PINNED: a deliberate hash change only)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    hashes = {_case_id(*c.values): _train_hash(_compose(c.values[0], [] if c.values[1] is None else
+                                                        [f"{c.values[1]}={c.values[2]}"]))
+              for c in _cases() if c.values[0] == "train"}
+    PINNED.write_text(json.dumps(hashes, indent=1, sort_keys=True) + "\n")
+    print(f"{len(hashes)} hashes -> {PINNED}")

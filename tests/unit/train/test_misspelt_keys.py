@@ -1,0 +1,65 @@
+"""A misspelt key in any section of ``ifdistill-train``'s config, under any method, is refused by preflight:
+before a model, a Trainer or a run directory exists, as one :class:`ConfigError` (printed by the CLI as one
+line, exit 2) that names the key.
+
+The sections are read from the composed config, not listed here: a new section is covered when it lands.
+A misspelt group option or a key without ``+`` is Hydra's composition error, refused even earlier
+(tests/unit/test_command_line.py runs those through the real console script).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from pathlib import Path
+
+import pytest
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from ifdistill.command_line import compose
+from ifdistill.config import ConfigError
+from ifdistill.train.cli import user_errors
+from ifdistill.train.preflight import PreflightError, preflight
+
+CONF = Path(__file__).resolve().parents[3] / "conf"
+METHODS = sorted(p.stem for p in (CONF / "method").glob("*.yaml"))
+BASE = ["paths.output_dir=/nonexistent/compose-only", "run.name=misspelt"]
+TYPO = "kdratio"  # a key no section has
+
+
+@functools.lru_cache(maxsize=None)
+def _composed(method: str) -> DictConfig:
+    """The default config under ``method``, with the checkpoint-eval callback (a callback section to test)."""
+    return compose("train", [*BASE, f"method={method}", "callbacks=checkpoint_eval"])
+
+
+def _sections() -> list[str]:
+    """Every section of the composed config that is a mapping (``seed`` is a value), and every callback."""
+    cfg = _composed("sft")
+    return [str(k) for k in cfg.keys() if isinstance(cfg[k], DictConfig)] + [f"callbacks.{n}" for n in cfg.callbacks]
+
+
+def _refusal(method: str, section: str) -> str:
+    """Preflight's message for ``+<section>.kdratio=0.3`` (the key added as ``+`` adds it) under ``method``."""
+    cfg = copy.deepcopy(_composed(method))
+    with open_dict(cfg):
+        OmegaConf.update(cfg, f"{section}.{TYPO}", 0.3, force_add=True)
+    with pytest.raises(PreflightError) as err:
+        preflight(cfg, check_model=False)
+    return str(err.value)
+
+
+def test_preflight_errors_are_the_clis_one_line_errors():
+    assert issubclass(PreflightError, ConfigError) and ConfigError in user_errors()
+
+
+@pytest.mark.parametrize("section", _sections())
+def test_a_misspelt_key_in_every_section_is_refused_by_name(section):
+    message = _refusal("sft", section)
+    assert TYPO in message and "\n" not in message, message
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_misspelt_method_key_is_refused_by_name_under_every_method(method):
+    message = _refusal(method, "method")
+    assert TYPO in message and "\n" not in message, message
