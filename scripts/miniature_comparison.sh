@@ -18,20 +18,19 @@ IFBENCH=(eval=ifbench 'eval.data.path=${paths.shared_data_dir}/ifbench/IFBench_t
 start=$SECONDS
 stamp() { echo "[miniature] $1 ($(( SECONDS - start )) s)"; }
 
-base_eval() {  # name, overrides...
-  local name=$1; shift
-  if [ -f "$OUT/base/$name/results.json" ]; then stamp "base/$name: already scored"; return; fi
-  "$BIN/ifdistill-eval" model=smollm2_135m "$@" eval.runtime.progress=false output_dir="$OUT/base/$name" \
-    hydra.run.dir="$OUT/base/$name" > "$OUT/logs/base_$name.log" 2>&1 \
-    || { tail -n 20 "$OUT/logs/base_$name.log"; exit 1; }
-  stamp "base/$name scored"
+base_eval() {  # output folder under OUT, overrides...
+  local dir=$1; shift
+  if [ -f "$OUT/$dir/results.json" ]; then stamp "$dir: already scored"; return; fi
+  "$BIN/ifdistill-eval" model=smollm2_135m "$@" eval.runtime.progress=false output_dir="$OUT/$dir" \
+    hydra.run.dir="$OUT/$dir" > "$OUT/logs/${dir//\//_}.log" 2>&1 \
+    || { tail -n 20 "$OUT/logs/${dir//\//_}.log"; exit 1; }
+  stamp "$dir scored"
 }
 
 mkdir -p "$OUT/logs"
-base_eval ifeval "${IFEVAL[@]}"
-base_eval ifbench "${IFBENCH[@]}"
-base_eval ifeval_4shot "${IFEVAL[@]}" eval.fewshot.k=4
-mv "$OUT/base/ifeval_4shot" "$OUT/icl_4shot" 2>/dev/null || true   # not a base row of the page
+base_eval base/ifeval "${IFEVAL[@]}"
+base_eval base/ifbench "${IFBENCH[@]}"
+base_eval icl_4shot "${IFEVAL[@]}" eval.fewshot.k=4   # beside base/: not a base row of the page
 "$BIN/ifdistill-report" icl-gap "$OUT/base/ifeval" "$OUT/icl_4shot" -o "$OUT/icl_gap" > "$OUT/logs/icl_gap.log" 2>&1
 stamp "ICL gap: $OUT/icl_gap"
 
