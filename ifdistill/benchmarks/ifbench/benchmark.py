@@ -23,6 +23,9 @@ class IFBench(InstructionBenchmark):
     local_data = "ifbench/IFBench_test_v2.jsonl"
     instructions = IFBENCH_REGISTRY
     format_prefixes = ("format", "repeat")  # layout and copying; count/ratio/words/sentence/custom: content
+    # the out-of-distribution columns of the results page, beside IFEval's, wherever a row has them
+    page_columns = (("IFBench prompt strict", "prompt_level_strict_acc"),
+                    ("IFBench inst strict", "inst_level_strict_acc"))
 
     def checker_version(self) -> str:
         return scorer_version()
