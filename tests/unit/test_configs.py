@@ -5,6 +5,7 @@ Also: a typo'd key or a wrong type in a plain-data section is an error at start-
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -65,6 +66,11 @@ def _compose(primary: str, overrides: list[str]):
 PINNED = Path(__file__).with_name("shipped_config_hashes.json")
 
 
+@functools.lru_cache(maxsize=1)  # read once, not once per composed case
+def _pinned() -> dict[str, str]:
+    return json.loads(PINNED.read_text())
+
+
 def _case_id(primary: str, group: str | None, option: str | None) -> str:
     return primary if group is None else f"{primary}-{group}={option}"
 
@@ -84,8 +90,7 @@ def test_every_config_composes_and_validates(primary, group, option):
     for node in _targets(cfg):
         _import_target(node)
     if primary == "train":  # composed already: its run-directory hash, against the pinned one
-        pinned = json.loads(PINNED.read_text())
-        assert _train_hash(cfg) == pinned[_case_id(primary, group, option)], "config_hash changed (PINNED)"
+        assert _train_hash(cfg) == _pinned()[_case_id(primary, group, option)], "config_hash changed (PINNED)"
 
 
 def _targets(node, found=None):

@@ -25,6 +25,7 @@ such a hand-off.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import inspect
 from pathlib import Path
@@ -161,6 +162,7 @@ def _target_files() -> dict[str, list[Path]]:
     return out
 
 
+@functools.lru_cache(maxsize=1)  # both tests read the same conf/ tree
 def findings() -> dict[str, list[tuple[str, str, Any, Any]]]:
     """``{file: [(kind, key, yaml value, code value)]}`` for every non-preset YAML file under conf/;
     ``kind`` is ``repeats``, ``disagrees`` (a defining file: module docstring) or ``chooses``."""
