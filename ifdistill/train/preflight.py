@@ -273,7 +273,9 @@ def preflight(cfg: DictConfig, *, check_model: bool = True) -> None:
     problems += check_method(cfg)
     for name, node in (cfg.get("callbacks") or {}).items():  # null switches a callback off
         if node is not None and not (OmegaConf.is_dict(node) and node.get("_target_")):
-            problems.append(f"callbacks.{name}: a callback is a mapping with a _target_, got {node!r}")
+            problems.append(f"callbacks.{name}: a callback is a mapping with a _target_, got {node!r} (settings "
+                            f"for a callback the chosen callbacks group does not define? `callbacks.{name}=null` "
+                            "switches one off)")
     if not problems:  # importing the targets (Lightning, the module classes) takes seconds: only now
         for name in TARGETS:
             problems += check_target_keys(cfg.get(name), name)
