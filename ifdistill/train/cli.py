@@ -107,7 +107,7 @@ def _main(cfg: DictConfig) -> None:
     from ifdistill.sweeps import check_launch
     from ifdistill.train.preflight import preflight
     from ifdistill.rundir import RUN_DIR_LINK
-    from ifdistill.train.method import method_class
+    from ifdistill.train.method import method_hooks
     from ifdistill.train.run import check_run_dir, refuse_if_running, resolve_run_dir, train
 
     refuse_if_running(cfg)  # a duplicate launch is refused before the slower checks
@@ -117,7 +117,7 @@ def _main(cfg: DictConfig) -> None:
     # The Hydra job dir (a sweep's <n>_<overrides>/) points at the run it trains (ifdistill-status).
     job_dir = Path(HydraConfig.get().runtime.output_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
-    if not method_class(cfg.method).works_alone(cfg):  # work done instead of training has no run
+    if not method_hooks(cfg.method).works_alone(cfg):  # work done instead of training has no run
         (job_dir / RUN_DIR_LINK).write_text(str(resolve_run_dir(cfg)[0].root) + "\n")
     result = train(cfg, checked=True)
     from lightning.fabric.utilities.rank_zero import _get_rank

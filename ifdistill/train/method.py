@@ -2,8 +2,9 @@
 
 A method is its ``conf/method/<name>.yaml`` (``_target_`` = the module class, the rest its settings)
 and the code that class brings. Training (:mod:`ifdistill.train.run`), preflight and the data layer
-name no method: they find the class from ``_target_`` (:func:`method_class`) and ask it, through the
-class-level hooks of :class:`MethodHooks`, what only the method knows:
+name no method: they find the class from ``_target_`` (:func:`method_class`; before a model is needed,
+only its light ``hooks`` module: :func:`method_hooks`) and ask it, through the class-level hooks of
+:class:`MethodHooks`, what only the method knows:
 
 - :meth:`~MethodHooks.data_keys`: keys of the ``method`` section read by the data layer, not by the
   constructor (ICL distillation's ``k`` and ``demos``);
@@ -112,14 +113,34 @@ def method_class(method: Any) -> type:
     return cls
 
 
+def method_hooks(method: Any) -> type:
+    """The hooks of the method ``method._target_`` names, without importing its module: ``HOOKS`` of the
+    ``hooks`` module beside it (``ifdistill.methods.distill.hooks`` for
+    ``ifdistill.methods.distill.module.ICLDistillModule``), which imports neither torch nor Lightning, so
+    preflight and the data layer ask a method what it reads in Python's start-up time. A method without
+    such a module answers through its class (:func:`method_class`)."""
+    import importlib
+
+    target = str((plain(method) or {}).get("_target_") or "")
+    package = target.rsplit(".", 2)[0] if target.count(".") >= 2 else ""
+    try:
+        hooks = importlib.import_module(f"{package}.hooks") if package else None
+    except ModuleNotFoundError as err:
+        if err.name != f"{package}.hooks":
+            raise
+        hooks = None
+    found = getattr(hooks, "HOOKS", None)
+    return found if isinstance(found, type) and issubclass(found, MethodHooks) else method_class(method)
+
+
 def teacher_views_of(method: Any) -> Optional[Mapping[str, Any]]:
     """What the data layer attaches for ``method`` (:meth:`MethodHooks.teacher_views`); ``None`` for no section."""
     if method is None:
         return None
-    return method_class(method).teacher_views(plain(method))
+    return method_hooks(method).teacher_views(plain(method))
 
 
 def constructor_args(method: Any) -> dict[str, Any]:
     """The ``method`` section without the keys the data layer reads (the module's constructor arguments)."""
     section = dict(plain(method))
-    return {k: v for k, v in section.items() if k not in method_class(section).data_keys()}
+    return {k: v for k, v in section.items() if k not in method_hooks(section).data_keys()}

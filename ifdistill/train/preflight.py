@@ -190,15 +190,15 @@ def check_heldout(heldout: int, role: str, spec: Any, examples: int) -> list[str
 
 
 def _method(cfg: DictConfig):
-    """The class of ``cfg.method`` (:func:`ifdistill.train.method.method_class`), or ``None`` when there is
-    no section or its ``_target_`` does not import (reported by :func:`check_target_keys`)."""
-    from ifdistill.train.method import method_class
+    """The hooks of ``cfg.method`` (:func:`ifdistill.train.method.method_hooks`: no model code imported), or
+    ``None`` when there is no section or its ``_target_`` does not import (reported by :func:`check_target_keys`)."""
+    from ifdistill.train.method import method_hooks
 
     method = cfg.get("method")
     if not OmegaConf.is_dict(method) and not isinstance(method, dict):
         return None
     try:
-        return method_class(method)
+        return method_hooks(method)
     except Exception:  # noqa: BLE001 - an unimportable _target_ is reported by check_target_keys
         return None
 

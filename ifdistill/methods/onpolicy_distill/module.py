@@ -45,9 +45,9 @@ from typing import Any, Optional
 
 import torch
 
-from ifdistill.data.records import Example
 from ifdistill.methods.distill.module import ICLDistillModule
 from ifdistill.methods.onpolicy_distill.checks import setting_problems
+from ifdistill.methods.onpolicy_distill.hooks import OnPolicyDistillHooks
 from ifdistill.methods.onpolicy_distill.divergences import KINDS, token_divergence
 from ifdistill.methods.onpolicy_distill.monitoring import GEN_KEYS, SampleMonitor
 from ifdistill.methods.onpolicy_distill.sampling import HFSampler, Sample, SamplingSettings, prompts, with_samples
@@ -56,13 +56,7 @@ from ifdistill.train.losses import IGNORE_INDEX, ce_kd_with_stats, token_stats
 log = logging.getLogger(__name__)
 
 
-def own_demo(example: Example) -> list[Example]:
-    """``own_demo=true`` (self-distillation fine-tuning's teacher): the example itself, gold answer
-    included, is the teacher's last demonstration, after the ``k`` drawn ones."""
-    return [example]
-
-
-class OnPolicyDistillModule(ICLDistillModule):
+class OnPolicyDistillModule(OnPolicyDistillHooks, ICLDistillModule):
     """ICL distillation on a ``lmbda`` share of student samples (module docstring)."""
 
     divergence_kinds = KINDS
@@ -117,47 +111,6 @@ class OnPolicyDistillModule(ICLDistillModule):
                                        seed=int(seed))
         self.monitor = SampleMonitor(self.tokenizer, table_every=sample_table_every, table_rows=sample_table_rows,
                                      min_eos_rate=min_eos_rate, patience=eos_patience, action=on_eos_collapse)
-
-    # -- the method's hooks (ifdistill.train.method) ---------------------------------------------
-    @classmethod
-    def data_keys(cls) -> tuple[str, ...]:
-        return ("k", "demos", "own_demo")
-
-    @classmethod
-    def teacher_views(cls, method: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
-        return {"k": method.get("k", 4), "demos": method.get("demos", "per_example"),
-                "extra_demos": own_demo if method.get("own_demo", False) else None}
-
-    @classmethod
-    def config_problems(cls, method: Mapping[str, Any], cfg: Any) -> list[str]:
-        from omegaconf import OmegaConf
-
-        problems = setting_problems(method)
-        if method.get("teacher_source", "online") != "online":
-            problems.append("method=onpolicy_distill: teacher_source must be online (a sample is new every step, "
-                            "no cached view can serve it)")
-        views = cls.teacher_views(method)  # the section's k and demos, defaults included
-        if (int(views["k"]) > 0 or views["extra_demos"] is not None) and views["demos"] != "per_example":
-            problems.append("method=onpolicy_distill needs method.demos=per_example (the teacher's view is rebuilt "
-                            "around each sample)")
-        node = OmegaConf.select(cfg, "trainer.strategy", default="")
-        strategy = str(node.get("_target_", "") if OmegaConf.is_dict(node) else node or "")
-        if "deepspeed" in strategy.lower():
-            problems.append("method=onpolicy_distill normalises gradients after sampling, from param.grad, which "
-                            "DeepSpeed partitions: use ddp, fsdp or a single device")
-        devices = OmegaConf.select(cfg, "trainer.devices", default=1)
-        if method.get("engine", "hf") == "vllm" and str(devices) not in ("1", "auto"):
-            problems.append(f"method.engine=vllm runs one colocated engine per process on its first device: it "
-                            f"needs trainer.devices=1 (got {devices}); use engine=hf with several devices")
-        return problems
-
-    @classmethod
-    def sections(cls) -> tuple[str, ...]:
-        return ()
-
-    @classmethod
-    def works_alone(cls, cfg: Any) -> bool:
-        return False
 
     def _train_keys(self) -> tuple[str, ...]:
         return super()._train_keys() + GEN_KEYS

@@ -39,7 +39,7 @@ from ifdistill.train import drift
 from ifdistill.train.chunked_head import (ChunkObjective, Head, call_as_forward, chunked_head_objective, chunked_sums,
                                           head_tensors, unchunkable)
 from ifdistill.train.losses import ce_kd_with_stats, supervised_positions, token_stats
-from ifdistill.train.method import MethodHooks
+from ifdistill.methods.sft.hooks import SFTHooks
 from ifdistill.train.modeling import SelectiveLM, build_model, decoder_layers
 from ifdistill.train.token_sums import TokenSums, ratio, token_metrics
 
@@ -74,7 +74,7 @@ def lr_lambda(schedule: str, warmup_steps: int, max_steps: int, min_lr_ratio: fl
     return f
 
 
-class SFTModule(MethodHooks, pl.LightningModule):
+class SFTModule(SFTHooks, pl.LightningModule):
     """Supervised fine-tuning on the supervised (completion) tokens of chat examples.
 
     Args:

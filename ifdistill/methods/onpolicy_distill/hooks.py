@@ -1,0 +1,68 @@
+"""On-policy ICL distillation's hooks (:mod:`ifdistill.train.method`): the teacher's view is rebuilt
+around each sample (per-example demonstrations, optionally the example itself), and the checks of its
+settings against the rest of the config. Light to import (:mod:`ifdistill.methods.sft.hooks`); the
+setting checks import torch only when they run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from ifdistill.data.records import Example
+from ifdistill.methods.distill.hooks import DistillHooks
+
+
+def own_demo(example: Example) -> list[Example]:
+    """``own_demo=true`` (self-distillation fine-tuning's teacher): the example itself, gold answer
+    included, is the teacher's last demonstration, after the ``k`` drawn ones."""
+    return [example]
+
+
+class OnPolicyDistillHooks(DistillHooks):
+    """The hooks of :class:`~ifdistill.methods.onpolicy_distill.module.OnPolicyDistillModule`."""
+
+    @classmethod
+    def data_keys(cls) -> tuple[str, ...]:
+        return ("k", "demos", "own_demo")
+
+    @classmethod
+    def teacher_views(cls, method: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
+        return {"k": method.get("k", 4), "demos": method.get("demos", "per_example"),
+                "extra_demos": own_demo if method.get("own_demo", False) else None}
+
+    @classmethod
+    def config_problems(cls, method: Mapping[str, Any], cfg: Any) -> list[str]:
+        from omegaconf import OmegaConf
+
+        from ifdistill.methods.onpolicy_distill.checks import setting_problems
+
+        problems = setting_problems(method)
+        if method.get("teacher_source", "online") != "online":
+            problems.append("method=onpolicy_distill: teacher_source must be online (a sample is new every step, "
+                            "no cached view can serve it)")
+        views = cls.teacher_views(method)  # the section's k and demos, defaults included
+        if (int(views["k"]) > 0 or views["extra_demos"] is not None) and views["demos"] != "per_example":
+            problems.append("method=onpolicy_distill needs method.demos=per_example (the teacher's view is rebuilt "
+                            "around each sample)")
+        node = OmegaConf.select(cfg, "trainer.strategy", default="")
+        strategy = str(node.get("_target_", "") if OmegaConf.is_dict(node) else node or "")
+        if "deepspeed" in strategy.lower():
+            problems.append("method=onpolicy_distill normalises gradients after sampling, from param.grad, which "
+                            "DeepSpeed partitions: use ddp, fsdp or a single device")
+        devices = OmegaConf.select(cfg, "trainer.devices", default=1)
+        if method.get("engine", "hf") == "vllm" and str(devices) not in ("1", "auto"):
+            problems.append(f"method.engine=vllm runs one colocated engine per process on its first device: it "
+                            f"needs trainer.devices=1 (got {devices}); use engine=hf with several devices")
+        return problems
+
+    @classmethod
+    def sections(cls) -> tuple[str, ...]:
+        return ()
+
+    @classmethod
+    def works_alone(cls, cfg: Any) -> bool:
+        return False
+
+
+HOOKS = OnPolicyDistillHooks
