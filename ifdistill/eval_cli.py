@@ -18,6 +18,9 @@ import sys
 
 
 def main() -> None:
+    from ifdistill.startup_heap import pause_collector
+
+    pause_collector()  # until the first engine or model loads (ifdistill.startup_heap)
     if sys.argv[1:2] == ["backfill"]:
         from ifdistill.callbacks.backfill import main as backfill_main
 

@@ -32,6 +32,7 @@ import os
 from typing import Any, Optional, Sequence
 
 from ifdistill.evaluator.generation import Request, Sampling
+from ifdistill.startup_heap import settle
 from ifdistill.evaluator.model_source import ModelSource
 from ifdistill.evaluator.settings import RuntimeSettings
 
@@ -121,6 +122,7 @@ class VLLMBackend:
         self.asleep = False
         self._lora_serial: Optional[int] = 0 if persistent else None  # persistent: one fresh adapter id per request
         log.info("starting vLLM (%s): %s", "in process" if in_process else "engine process", self.settings)
+        settle()  # before the engine's own gc.collect() calls (ifdistill.startup_heap)
         self.llm = LLM(**kwargs)
 
     def serves(self, source: ModelSource) -> bool:

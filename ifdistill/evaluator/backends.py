@@ -11,6 +11,7 @@ from typing import Sequence
 from ifdistill.evaluator.generation import Backend, Request
 from ifdistill.evaluator.model_source import ModelSource
 from ifdistill.evaluator.settings import EvalSettings
+from ifdistill.startup_heap import settle
 
 
 def make_backend(settings: EvalSettings, source: ModelSource, *, context_len: int, seed: int,
@@ -30,5 +31,7 @@ def make_backend(settings: EvalSettings, source: ModelSource, *, context_len: in
                                             if isinstance(r, Request)])
     from ifdistill.evaluator.backend_hf import HFBackend
 
-    return HFBackend(source.model_dir, adapter_dir=source.adapter_dir, tokenizer_dir=source.tokenizer_dir,
-                     dtype=settings.dtype, runtime=settings.runtime)
+    backend = HFBackend(source.model_dir, adapter_dir=source.adapter_dir, tokenizer_dir=source.tokenizer_dir,
+                        dtype=settings.dtype, runtime=settings.runtime)
+    settle()  # the model is loaded: freeze the start-up heap, resume the collector (ifdistill.startup_heap)
+    return backend

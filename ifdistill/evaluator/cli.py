@@ -23,6 +23,7 @@ from omegaconf import DictConfig
 
 from ifdistill.command_line import compose, one_line, refuse_bad_overrides
 from ifdistill.evaluator.launch import clean_environment
+from ifdistill.startup_heap import pause_collector
 
 log = logging.getLogger("ifdistill.evaluator")
 
@@ -95,6 +96,7 @@ def _refuse(err: BaseException) -> None:
 
 
 def main() -> None:
+    pause_collector()  # until the engine or model loads (ifdistill.startup_heap)
     clean_environment(os.environ)
     refuse_bad_overrides("ifdistill-eval", "eval", sys.argv[1:])
     _app()

@@ -27,6 +27,7 @@ from omegaconf import DictConfig
 
 import ifdistill.conf
 from ifdistill.command_line import refuse_bad_overrides
+from ifdistill.startup_heap import pause_collector
 from ifdistill.sweeps import jobs_share_process
 
 CONFIG_DIR = str(Path(ifdistill.conf.__file__).resolve().parent)
@@ -59,7 +60,9 @@ def diverged() -> tuple[type[BaseException], ...]:
 
 def main() -> None:
     """The console script: the command line's overrides composed first (a mistake in a group option, key or
-    value is one line, exit 2, before Hydra starts: :mod:`ifdistill.command_line`), then Hydra's app."""
+    value is one line, exit 2, before Hydra starts: :mod:`ifdistill.command_line`), then Hydra's app.
+    The collector is paused until training starts (:mod:`ifdistill.startup_heap`)."""
+    pause_collector()
     refuse_bad_overrides("ifdistill-train", "train", sys.argv[1:])
     _app()
 

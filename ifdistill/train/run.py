@@ -43,6 +43,7 @@ from ifdistill.data.records import DataError
 from ifdistill.rundir import HASH_IGNORE, RunDir, RunDirError, RunInfo, config_hash, hashed_config, run_id
 from ifdistill.train.loggers import build_loggers, close_loggers
 from ifdistill.train.run_lock import RunLock
+from ifdistill.startup_heap import settle
 from ifdistill.write_failures import WriteFailed, as_write_failure
 
 log = logging.getLogger(__name__)
@@ -245,6 +246,7 @@ def train(cfg: DictConfig, *, checked: bool = False) -> dict[str, Any]:
 
     method = method_class(cfg.method)
     if method.works_alone(cfg):  # e.g. the teacher pass alone: no run directory
+        settle()  # the heavy modules are in: freeze them, resume the collector (ifdistill.startup_heap)
         return method.run_alone(cfg, build)
     rd, rid, digest = resolve_run_dir(cfg)
     quiet_console(rd.logs, verbose=bool(cfg.run.get("verbose", False)),
@@ -319,6 +321,7 @@ def _train_locked(cfg: DictConfig, rd: RunDir, rid: str, digest: str, lock: Opti
         for lg in loggers:  # the config that defines the run, with its identity, in every logger (W&B config)
             lg.log_hyperparams({"run_id": rid, "config_hash": digest, **hashed_config(cfg, hash_ignore(cfg)),
                                 **swept_values(cfg)})  # sweep/<key>: what ifdistill.wandb_view groups by
+        settle()  # the heavy modules are in: freeze them, resume the collector (ifdistill.startup_heap)
         trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt) if ckpt else None)
         failed = False
     except TrainingDiverged as stop:  # recorded, then ifdistill-train prints its line and exits 3
