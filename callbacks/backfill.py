@@ -42,7 +42,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ifdistill.callbacks.eval_jobs import EvalQueue
 from ifdistill.callbacks.evaluations import CheckpointEvaluations
-from ifdistill.rundir import RunDir
+from ifdistill.runs.rundir import RunDir
 from ifdistill.train.loggers import build_loggers, close_loggers
 
 USAGE = ("usage: ifdistill-eval backfill run_dir=RUN_DIR [steps=[200,400]] [runner=local|slurm|persistent] "
@@ -173,7 +173,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     plain = OmegaConf.to_container(args)
     if add:
-        from ifdistill.command_line import one_line
+        from ifdistill.cli.command_line import one_line
 
         try:  # an unknown option or key: one line, before anything runs
             added_sections(OmegaConf.load(run.config_yaml), add)

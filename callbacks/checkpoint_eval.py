@@ -28,7 +28,7 @@ results; a failing server hands the checkpoint to a fresh process); ``engine=pro
 checkpoint (locally, or through ``runner``, e.g. a SLURM job).
 ``evals`` adds benchmarks evaluated on every export next to the run's ``eval`` (``{name: eval section}``,
 composed by Hydra: ``callbacks=checkpoint_eval_ifbench`` or ``+eval@callbacks.checkpoint_eval.evals.NAME=OPTION``).
-Training builds the callback with the run it belongs to (``run``: an :class:`~ifdistill.rundir.RunInfo`
+Training builds the callback with the run it belongs to (``run``: an :class:`~ifdistill.runs.rundir.RunInfo`
 naming the run directory, its id, config hash and base model); nothing is read back from the
 LightningModule.
 
@@ -50,7 +50,7 @@ from ifdistill.callbacks.evaluations import CheckpointEvaluations, CommandBuilde
 from ifdistill.callbacks.export import export_checkpoint
 from ifdistill.launchers.runners import checkpoint_eval_runner
 from ifdistill.results import run_metrics
-from ifdistill.rundir import RunInfo
+from ifdistill.runs.rundir import RunInfo
 
 
 class CheckpointEvalCallback(Callback):

@@ -33,7 +33,7 @@ from ifdistill.callbacks.eval_logging import LoggingError, evaluation_line, log_
 from ifdistill.evaluator.benchmark import namespaces
 from ifdistill.evaluator.output import read_results_json
 from ifdistill.results import run_metrics
-from ifdistill.rundir import RunDir
+from ifdistill.runs.rundir import RunDir
 
 CommandBuilder = Callable[..., tuple[list[str], dict[str, str]]]
 

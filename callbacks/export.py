@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from ifdistill.hashing import weight_hashes
-from ifdistill.rundir import EXPORT_JSON, step_dir_name
+from ifdistill.runs.rundir import EXPORT_JSON, step_dir_name
 from ifdistill.train.modeling import is_peft
 from ifdistill.write_failures import writing
 

@@ -3,12 +3,15 @@
 Groups that build objects carry a ``_target_`` and are checked by instantiating them before any work
 starts (an unknown argument fails there, not at step 500). Plain-data sections are checked here:
 :func:`validate` merges each section into its dataclass schema in struct mode, so an unknown key or a
-wrong type raises an error naming the key, at start-up.
+wrong type raises an error naming the key, at start-up. The OmegaConf resolvers the YAML under conf/
+uses are registered here too (:func:`register_resolvers`), the sweep job names among them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import secrets
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -116,15 +119,45 @@ def _config_groups(*groups: str) -> str:
     return "\n".join(lines)
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_NOT_NAMING = ("experiment", "paths.", "hydra.", "hydra/")
+_MAX_NAME = 120
+
+
+def sweep_name(overrides: Any, params: Any = None) -> str:
+    """A job's name from its overrides: only the keys the sweep preset sweeps (``hydra.sweeper.params``)
+    when it has any, else every override except paths, hydra's own and the experiment.
+
+    ``["data.ratio=0.05", "method=distill", "x=1"]`` with params ``data.ratio, method`` ->
+    ``ratio-0.05_method-distill``: each part is the key's last component and the value, made safe for
+    directory names and W&B ids, in the order of the params. A name longer than 120 characters keeps
+    its start and gets a hash of the whole (file names are limited to 255 bytes)."""
+    values: dict[str, str] = {}
+    for item in overrides or []:
+        key, sep, value = str(item).partition("=")
+        if sep:
+            values[key.lstrip("+~")] = value
+    keys = [str(k) for k in (params or {}).keys()]
+    chosen = [k for k in keys if k in values] if keys else sorted(
+        k for k in values if not k.startswith(_NOT_NAMING))
+    name = _UNSAFE.sub("-", "_".join(f"{k.split('.')[-1]}-{values[k]}" for k in chosen)).strip("-") or "run"
+    if len(name) > _MAX_NAME:
+        name = f"{name[:_MAX_NAME - 9]}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
+    return name
+
+
+def slurm_gpus(accelerator: str, devices: Any) -> Any:
+    """Resolver for the slurm launcher's ``gpus_per_node``: the trainer's devices unless it runs on CPU."""
+    return None if str(accelerator) == "cpu" else devices
+
+
 def register_resolvers() -> None:
     """OmegaConf resolvers the YAML under conf/ uses (idempotent)."""
-    from ifdistill.sweeps import slurm_gpus, sweep_name
-
     resolvers = {
         # The shared data folder as ifdistill.paths finds it ($IFDISTILL_SHARED_DATA, then beside the
         # checkout), so configs work from any working directory.
         "ifdistill.shared_data": _shared_data_resolver,
-        # A sweep job's name from the values swept, and the slurm launcher's GPUs (ifdistill/sweeps.py).
+        # A sweep job's name from the values swept (ifdistill/runs/sweeps.py), and the slurm launcher's GPUs.
         "ifdistill.sweep_name": sweep_name,
         "ifdistill.slurm_gpus": slurm_gpus,
         "ifdistill.basename": _basename,

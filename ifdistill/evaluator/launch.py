@@ -31,7 +31,7 @@ from typing import Any, Iterable, Mapping, MutableMapping, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from ifdistill.evaluator.settings import RuntimeSettings, eval_settings
-from ifdistill.rundir import EXPORT_JSON
+from ifdistill.runs.rundir import EXPORT_JSON
 
 DISTRIBUTED_VARS = (
     "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",

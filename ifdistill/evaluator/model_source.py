@@ -36,7 +36,7 @@ from typing import Any, Optional
 from ifdistill.evaluator.errors import (AdapterMismatchError, CorruptExportError, ModelNotFoundError,
                                        NonFiniteWeightsError)
 from ifdistill.hashing import weight_files, weight_hashes, weight_sha256
-from ifdistill.rundir import EXPORT_JSON
+from ifdistill.runs.rundir import EXPORT_JSON
 
 # What a snapshot needs for loading and identity (not ONNX / GGUF / original checkpoints).
 HUB_PATTERNS = ["*.json", "*.safetensors", "*.jinja", "*.model", "*.txt", "*.tiktoken"]

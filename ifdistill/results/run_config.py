@@ -1,6 +1,6 @@
 """A run's resolved config, and the *grouping hash* that puts seed replicates of one setup together.
 
-Why a hash of our own and not the run's ``config_hash``: ``config_hash`` (:mod:`ifdistill.rundir`)
+Why a hash of our own and not the run's ``config_hash``: ``config_hash`` (:mod:`ifdistill.runs.rundir`)
 identifies what is trained and covers the seed, so replicates of one setup carry different hashes.
 The report needs "same setup, different seed" -- the config without the seed and without everything
 that only says where files go, how they are logged or when they are evaluated, none of which can
@@ -13,7 +13,7 @@ across replicates); else metrics.json's ``config``.
 
 Ignored by :func:`grouping_hash` (the complete list; anything else counts):
 
-- everything training's own hash ignores (:data:`ifdistill.rundir.HASH_IGNORE`, the one list of keys
+- everything training's own hash ignores (:data:`ifdistill.runs.rundir.HASH_IGNORE`, the one list of keys
   that cannot change the trained weights: paths, hydra, logger, callbacks, eval, run, task_name and
   the trainer's display settings);
 - any key named ``seed`` or ``order_seed`` at any depth (``seed``, ``data.seed``, ``data.order_seed``,
@@ -74,7 +74,7 @@ def read_config(run_dir: str | os.PathLike) -> tuple[dict, str | None, Path | No
 
 def prune(config: Mapping[str, Any]) -> dict:
     """``config`` without the ignored keys (see the module docstring), recursively."""
-    from ifdistill.rundir import HASH_IGNORE, hashed_config
+    from ifdistill.runs.rundir import HASH_IGNORE, hashed_config
 
     return _drop_named({k: v for k, v in hashed_config(config, HASH_IGNORE).items() if k not in IGNORED_TOP_LEVEL})
 

@@ -49,7 +49,7 @@ from ifdistill import checksum
 from ifdistill.evaluator import benchmark as registry
 from ifdistill.evaluator.benchmark import benchmark_of
 from ifdistill.paths import write_json_atomic
-from ifdistill.rundir import METRICS_JSON as FILENAME
+from ifdistill.runs.rundir import METRICS_JSON as FILENAME
 
 def empty(run_id: str = "", config_hash: str = "", **info: Any) -> dict:
     return {"run_id": run_id, "config_hash": config_hash, "seed": info.pop("seed", None),

@@ -41,7 +41,7 @@ from ifdistill.evaluator import benchmark as registry
 from ifdistill.evaluator import output as eval_output
 from ifdistill.results import run_config, run_metrics
 from ifdistill.evaluator.output import EvalOutput
-from ifdistill.rundir import RUN_JSON, RunDir
+from ifdistill.runs.rundir import RUN_JSON, RunDir
 
 MAX_DEPTH = 4
 # Training-metric names, tried in order; ``*`` matches any part (fnmatch), so ``val/*/acc`` finds the

@@ -32,7 +32,7 @@ from typing import Any, Iterable, Sequence
 
 from ifdistill.evaluator import benchmark as registry
 from ifdistill.results import run_metrics
-from ifdistill.rundir import RUN_DIR_LINK, SUBDIRS, RunDir, checkpoint_step
+from ifdistill.runs.rundir import RUN_DIR_LINK, SUBDIRS, RunDir, checkpoint_step
 
 MAX_DEPTH = 5
 

@@ -39,7 +39,7 @@ import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from ifdistill.rundir import checkpoint_step  # noqa: F401  (the checkpoint name's step: the run layout's rule)
+from ifdistill.runs.rundir import checkpoint_step  # noqa: F401  (the checkpoint name's step: the run layout's rule)
 from ifdistill.write_failures import WriteFailed, cause, failure_line
 
 log = logging.getLogger(__name__)

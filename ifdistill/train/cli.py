@@ -9,7 +9,7 @@ Examples::
     ifdistill-train method=distill method.demos=per_example method.teacher_source=cache +teacher_pass.only=true
 
 Re-running the same command after a crash resumes the run from its newest complete checkpoint (the
-run directory is named by the config hash, see :mod:`ifdistill.rundir`). A mistake the user can
+run directory is named by the config hash, see :mod:`ifdistill.runs.rundir`). A mistake the user can
 fix -- a config value, a data file, a model that is not here, a run directory in use, a full disk -- is
 printed as one line and exits 2 (``HYDRA_FULL_ERROR=1`` shows the traceback); a run that diverged
 (a non-finite loss, gradient or weight, :mod:`ifdistill.train.divergence`) prints one line and exits 3.
@@ -26,9 +26,9 @@ import hydra
 from omegaconf import DictConfig
 
 import ifdistill.conf
-from ifdistill.command_line import refuse_bad_overrides
+from ifdistill.cli.command_line import refuse_bad_overrides
 from ifdistill.startup_heap import pause_collector
-from ifdistill.sweeps import jobs_share_process
+from ifdistill.runs.sweeps import jobs_share_process
 
 CONFIG_DIR = str(Path(ifdistill.conf.__file__).resolve().parent)
 
@@ -60,7 +60,7 @@ def diverged() -> tuple[type[BaseException], ...]:
 
 def main() -> None:
     """The console script: the command line's overrides composed first (a mistake in a group option, key or
-    value is one line, exit 2, before Hydra starts: :mod:`ifdistill.command_line`), then Hydra's app.
+    value is one line, exit 2, before Hydra starts: :mod:`ifdistill.cli.command_line`), then Hydra's app.
     The collector is paused until training starts (:mod:`ifdistill.startup_heap`)."""
     pause_collector()
     refuse_bad_overrides("ifdistill-train", "train", sys.argv[1:])
@@ -93,8 +93,8 @@ def _app(cfg: DictConfig) -> None:
 def _fail(message: str, exit_code: int, *, show: bool = True) -> None:
     """End a failed job: its one line (naming the job in a sweep; ``show``: this rank prints it), then the
     exit code -- or, where the sweep's jobs share this process, a record for the sweep's closing line
-    (:class:`ifdistill.sweeps.SweepOutcome`) and a return, so that the sweep's next job runs."""
-    from ifdistill.sweeps import job_label, record_failed_job
+    (:class:`ifdistill.runs.sweeps.SweepOutcome`) and a return, so that the sweep's next job runs."""
+    from ifdistill.runs.sweeps import job_label, record_failed_job
 
     label = job_label()
     if show:
@@ -107,9 +107,9 @@ def _fail(message: str, exit_code: int, *, show: bool = True) -> None:
 def _main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    from ifdistill.sweeps import check_launch
+    from ifdistill.runs.sweeps import check_launch
     from ifdistill.train.preflight import preflight
-    from ifdistill.rundir import RUN_DIR_LINK
+    from ifdistill.runs.rundir import RUN_DIR_LINK
     from ifdistill.train.method import method_hooks
     from ifdistill.train.run import check_run_dir, refuse_if_running, resolve_run_dir, train
 

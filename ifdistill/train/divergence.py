@@ -63,7 +63,7 @@ import torch
 from lightning.pytorch import Callback
 
 from ifdistill.results import run_metrics
-from ifdistill.rundir import RunDir, RunInfo, now_iso
+from ifdistill.runs.rundir import RunDir, RunInfo, now_iso
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from typing import Any, Iterable
 
 from omegaconf import DictConfig
 
-from ifdistill.rundir import RunDir
+from ifdistill.runs.rundir import RunDir
 
 log = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ from ifdistill.models import resolve_model_path
 from ifdistill.train import schemas  # noqa: F401  (registers the schemas preflight validates)
 from ifdistill.config import ConfigError
 from ifdistill.data.records import DataError
-from ifdistill.rundir import HASH_IGNORE, RunDir, RunDirError, RunInfo, config_hash, hashed_config, run_id
+from ifdistill.runs.rundir import HASH_IGNORE, RunDir, RunDirError, RunInfo, config_hash, hashed_config, run_id
 from ifdistill.train.loggers import build_loggers, close_loggers
 from ifdistill.train.run_lock import RunLock
 from ifdistill.startup_heap import settle
@@ -70,7 +70,7 @@ def _on_gpu(trainer_cfg: DictConfig) -> bool:
 
 
 def hash_ignore(cfg: DictConfig) -> list[str]:
-    """The keys left out of ``config_hash``: ``run.hash_ignore``, or :data:`~ifdistill.rundir.HASH_IGNORE`."""
+    """The keys left out of ``config_hash``: ``run.hash_ignore``, or :data:`~ifdistill.runs.rundir.HASH_IGNORE`."""
     configured = cfg.run.get("hash_ignore")
     return list(configured) if configured is not None else list(HASH_IGNORE)
 
@@ -95,7 +95,7 @@ def refuse_if_running(cfg: DictConfig) -> None:
 
 
 def check_run_dir(cfg: DictConfig) -> None:
-    """Raise :class:`~ifdistill.rundir.RunDirError` when the run directory cannot take this launch (after
+    """Raise :class:`~ifdistill.runs.rundir.RunDirError` when the run directory cannot take this launch (after
     preflight, before anything is written): it holds another config's run (the error names the keys
     that changed), ``run.resume=never`` meets a run there, or ``run.resume=required`` no checkpoint.
     Rank 0 checks (the other ranks start when rank 0's launch has written the run)."""
@@ -117,7 +117,7 @@ def check_run_dir(cfg: DictConfig) -> None:
 
 def _callbacks(cfg: DictConfig, run: RunInfo, *, progress_bar: bool, started_elsewhere: bool = False) -> list:
     """The divergence guard, checkpointing and requeue handling, then the ``callbacks`` group; a callback
-    whose constructor takes ``run`` is given the :class:`~ifdistill.rundir.RunInfo` of this run."""
+    whose constructor takes ``run`` is given the :class:`~ifdistill.runs.rundir.RunInfo` of this run."""
     from hydra.utils import get_class, instantiate
 
     from ifdistill.train.checkpointing import StepCheckpoint
@@ -227,7 +227,7 @@ def train(cfg: DictConfig, *, checked: bool = False) -> dict[str, Any]:
 
     ``checked``: :func:`~ifdistill.train.preflight.preflight` and :func:`check_run_dir` already passed
     (the CLI runs them first)."""
-    from ifdistill.console import quiet_console
+    from ifdistill.cli.console import quiet_console
     from ifdistill.train.preflight import preflight
     from ifdistill.train.progress import single_log_output
 
@@ -278,7 +278,7 @@ def _train_locked(cfg: DictConfig, rd: RunDir, rid: str, digest: str, lock: Opti
     from ifdistill.train.divergence import TrainingDiverged, record_divergence
     from ifdistill.train.preemption import RequeueOnSignal, TrainingPreempted
     from ifdistill.train.progress import want_progress_bar
-    from ifdistill.sweeps import swept_values
+    from ifdistill.runs.sweeps import swept_values
 
     data = resolve_data(cfg)  # checked by preflight; resolved once for the datamodule
     # the lock holder sets incomplete or unreadable checkpoints aside before choosing one
@@ -320,7 +320,7 @@ def _train_locked(cfg: DictConfig, rd: RunDir, rid: str, digest: str, lock: Opti
         trainer = build_trainer(cfg, overrides)
         for lg in loggers:  # the config that defines the run, with its identity, in every logger (W&B config)
             lg.log_hyperparams({"run_id": rid, "config_hash": digest, **hashed_config(cfg, hash_ignore(cfg)),
-                                **swept_values(cfg)})  # sweep/<key>: what ifdistill.wandb_view groups by
+                                **swept_values(cfg)})  # sweep/<key>: what ifdistill.tracking.wandb_view groups by
         settle()  # the heavy modules are in: freeze them, resume the collector (ifdistill.startup_heap)
         trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt) if ckpt else None)
         failed = False

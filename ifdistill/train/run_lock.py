@@ -10,7 +10,7 @@ import socket
 from pathlib import Path
 from typing import Any, Optional
 
-from ifdistill.rundir import now_iso as _now
+from ifdistill.runs.rundir import now_iso as _now
 
 
 class RunLockedError(RuntimeError):

@@ -24,7 +24,7 @@ class RunSchema:
     drift_from_base: bool = True  # held-out KL to the base model at each validation (ifdistill.train.drift)
     checkpoint_every_n_steps: int = 200
     keep_last_checkpoints: int = 3
-    hash_ignore: Optional[list[str]] = None  # null: ifdistill.rundir.HASH_IGNORE
+    hash_ignore: Optional[list[str]] = None  # null: ifdistill.runs.rundir.HASH_IGNORE
     verbose: bool = False  # libraries' INFO output and warnings on the console too (always in logs/console.log)
     on_nonfinite: str = "stop"  # stop | skip (ifdistill.train.divergence)
     max_skipped_steps: int = 10

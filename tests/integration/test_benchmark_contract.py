@@ -100,7 +100,7 @@ def _log_to_wandb(results: dict, out: Path, wandb_dir: Path, monkeypatch) -> dic
     import wandb
     from lightning.pytorch.loggers import WandbLogger
 
-    from ifdistill.wandb_offline import find_run_dirs, read_run
+    from ifdistill.tracking.wandb_offline import find_run_dirs, read_run
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
@@ -133,8 +133,8 @@ def _status_table(results: dict, out: Path, root: Path, capsys) -> str:
 @pytest.mark.parametrize("name", [*registry.names(), TEST_BENCHMARK])
 def test_every_benchmark_through_every_consumer(name, tmp_path, monkeypatch, capsys):
     from ifdistill.results.page import Column, PageOptions, build_page
-    from ifdistill.wandb_offline import load_table
-    from ifdistill.wandb_view import instruction_ids
+    from ifdistill.tracking.wandb_offline import load_table
+    from ifdistill.tracking.wandb_view import instruction_ids
 
     bench = registry.get(name)
     out, results, samples = _evaluate(name, tmp_path)

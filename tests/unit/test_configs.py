@@ -77,7 +77,7 @@ def _case_id(primary: str, group: str | None, option: str | None) -> str:
 
 def _train_hash(cfg) -> str:
     from ifdistill.train.run import hash_ignore
-    from ifdistill.rundir import config_hash
+    from ifdistill.runs.rundir import config_hash
 
     return config_hash(cfg, hash_ignore(cfg))
 

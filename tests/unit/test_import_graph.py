@@ -10,7 +10,7 @@ functions too (they run later, but the dependency is the same); relative imports
 strongly connected component of more than one module; a module importing itself is not one.
 
 The same holds one level up, between the package's parts (``ifdistill.evaluator``,
-``ifdistill.callbacks``, a top-level module such as ``ifdistill.wandb_view``): two folders that import
+``ifdistill.callbacks``, a top-level module such as ``ifdistill.tracking.wandb_view``): two folders that import
 each other, even through different modules, have no layer order, so neither can be read or tested
 without the other.
 

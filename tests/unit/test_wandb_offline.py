@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ifdistill.wandb_offline import find_run_dirs, load_table, read_run
+from ifdistill.tracking.wandb_offline import find_run_dirs, load_table, read_run
 
 
 @pytest.fixture

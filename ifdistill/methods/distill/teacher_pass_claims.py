@@ -43,7 +43,7 @@ from typing import Any, Optional
 
 from ifdistill.methods.distill.teacher_cache_clean import clean, gone, me
 from ifdistill.paths import write_json_atomic
-from ifdistill.rundir import now_iso
+from ifdistill.runs.rundir import now_iso
 
 log = logging.getLogger(__name__)
 

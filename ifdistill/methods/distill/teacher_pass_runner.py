@@ -194,7 +194,7 @@ def _job_totals(trainer, module, stats: PassStats, *, same_views: bool) -> PassS
 
 def _record(trainer, report: RunPassReport) -> dict[str, float]:
     """The report into the run's ``run.json`` (this launch's entry, rank 0) and returned."""
-    from ifdistill.rundir import RunDir
+    from ifdistill.runs.rundir import RunDir
 
     out = report.to_dict()
     if trainer.is_global_zero:

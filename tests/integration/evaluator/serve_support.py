@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ifdistill.callbacks.eval_jobs import EvalJob
 from ifdistill.hashing import weight_hashes
-from ifdistill.rundir import step_dir_name
+from ifdistill.runs.rundir import step_dir_name
 from ifdistill.evaluator.cli import compose_config
 from ifdistill.evaluator.launch import evaluator_command
 

@@ -37,7 +37,7 @@ from ifdistill.evaluator.output import read_results
 from ifdistill.evaluator.serve import PID, REPLIES, REQUESTS
 from ifdistill.launchers.persistent_eval import PersistentRunner
 from ifdistill.results import run_metrics
-from ifdistill.rundir import RunDir
+from ifdistill.runs.rundir import RunDir
 from tests.integration.evaluator.serve_support import eval_cfg, make_exports
 from tests.support import descendants, left_behind, session_members
 from tests.integration.evaluator.tuned import require_vllm

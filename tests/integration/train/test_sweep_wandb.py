@@ -3,7 +3,7 @@
 The replay-sweep preset narrowed to tiny runs (tiny model, synthetic data with replay, 4 steps, one
 checkpoint evaluated by the HF evaluator backend) runs as a Hydra multirun on the local launcher, whose
 jobs train one after another in one process: replay ratio {0, 0.5} x {SFT, distillation}, logger=wandb
-(offline). Each job's W&B run is read back from its own run directory (:mod:`ifdistill.wandb_offline`):
+(offline). Each job's W&B run is read back from its own run directory (:mod:`ifdistill.tracking.wandb_offline`):
 its id, its swept values, one ``train/loss`` row per logging step and its own evaluation at its step.
 The same sweep launched again resumes each job's run and continues that job's W&B run. The W&B view,
 called as README shows it, reads the sweep's job configs: every key it plots is one a run logged. The
@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from ifdistill.results import run_metrics
-from ifdistill.wandb_offline import find_run_dirs, read_run
-from ifdistill.wandb_view import main as view_main, metric_keys
+from ifdistill.tracking.wandb_offline import find_run_dirs, read_run
+from ifdistill.tracking.wandb_view import main as view_main, metric_keys
 
 pytestmark = [pytest.mark.slow]
 

@@ -13,7 +13,7 @@ import pytest
 
 from ifdistill.callbacks.eval_logging import benchmark_of, flat_metrics, log_evaluation
 from ifdistill.evaluator.benchmark import namespaces
-from ifdistill.wandb_offline import find_run_dirs, load_table, read_run
+from ifdistill.tracking.wandb_offline import find_run_dirs, load_table, read_run
 
 
 def results(benchmark: str | None, acc: float) -> dict:
@@ -96,7 +96,7 @@ def _land(run_root, out_dir, logger):
     """The checkpoint-eval callback's landing of a finished evaluation of step 20 (section ``lab``)."""
     from ifdistill.callbacks.eval_jobs import EvalEvent, EvalJob, EvalQueue
     from ifdistill.callbacks.evaluations import CheckpointEvaluations
-    from ifdistill.rundir import RunDir
+    from ifdistill.runs.rundir import RunDir
 
     evaluations = CheckpointEvaluations(RunDir(run_root), {None: {"benchmark": "ifeval"}, "lab": {"benchmark": "lmeval"}},
                                         queue=EvalQueue(), source="callback")

@@ -20,7 +20,7 @@ FAST = ["--bootstrap-resamples", "50"]
 
 
 def _launched(run_dir, run_id: str, config_hash: str, when: str):
-    """run.json as training writes it at a launch (ifdistill.rundir)."""
+    """run.json as training writes it at a launch (ifdistill.runs.rundir)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "run.json").write_text(json.dumps({"run_id": run_id, "config_hash": config_hash, "hashed_config": CONFIG,
                                                   "launches": [{"time": when, "pid": 1, "host": "h"}]}))

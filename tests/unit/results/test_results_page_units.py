@@ -87,7 +87,7 @@ def test_status_shows_the_count_as_it_is(words_runs):
 
 
 def test_the_wandb_view_plots_the_count_as_logged_and_says_fewer_is_better(words_runs):
-    from ifdistill.wandb_view import _benchmark_section  # the section view_spec builds per eval section
+    from ifdistill.tracking.wandb_view import _benchmark_section  # the section view_spec builds per eval section
 
     section = _benchmark_section(WORDS, WORDS, registry.get(WORDS).panel_metrics({}))
     assert section == {"name": "Words", "panels": [{"type": "line", "title": f"{WORDS} mean words (lower is better)",

@@ -107,7 +107,7 @@ def config_hashes(moved: bool = False) -> dict[str, str]:
     from hydra.core.global_hydra import GlobalHydra
 
     import ifdistill
-    from ifdistill.rundir import config_hash
+    from ifdistill.runs.rundir import config_hash
 
     conf = Path(ifdistill.__file__).resolve().parents[1] / "conf"
     out = {}

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from ifdistill.command_line import compose
+from ifdistill.cli.command_line import compose
 from ifdistill.config import ConfigError
 from ifdistill.train.cli import user_errors
 from ifdistill.train.preflight import PreflightError, preflight

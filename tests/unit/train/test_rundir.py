@@ -8,7 +8,7 @@ import os
 import pytest
 from omegaconf import OmegaConf
 
-from ifdistill.rundir import HASH_IGNORE, RunDir, RunDirError, config_hash, hashed_config, run_id
+from ifdistill.runs.rundir import HASH_IGNORE, RunDir, RunDirError, config_hash, hashed_config, run_id
 
 BASE = {
     "seed": 42, "task_name": "train",

@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 from ifdistill.config import ConfigError, validate
-from ifdistill.rundir import config_hash
+from ifdistill.runs.rundir import config_hash
 from ifdistill.train import schemas  # noqa: F401  (registers the sections validate() checks)
 
 CONF = Path(__file__).resolve().parents[3] / "conf"

@@ -15,7 +15,7 @@ hand. This module states that view once, as a JSON-able specification built from
 
 Runs are filtered to the sweep's W&B group and grouped by the swept values except the seed, so the
 seeds of one (method, ratio) cell are one line: their mean with a standard-error band. The swept values
-reach the W&B run config as ``sweep/<key>`` (:func:`ifdistill.sweeps.swept_values`, logged by the training run), because
+reach the W&B run config as ``sweep/<key>`` (:func:`ifdistill.runs.sweeps.swept_values`, logged by the training run), because
 the method is a config *group* whose resolved section holds no name.
 
 :func:`view_spec` uses only the config; :func:`to_workspace` turns a spec into
@@ -33,9 +33,9 @@ from typing import Any, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from ifdistill.cli_args import ArgumentParser
+from ifdistill.cli.cli_args import ArgumentParser
 from ifdistill.evaluator import benchmark as registry
-from ifdistill.sweeps import run_config_key, swept_keys
+from ifdistill.runs.sweeps import run_config_key, swept_keys
 
 AGGREGATED = ("seed",)  # swept keys whose runs are averaged within a group rather than split by
 TRAIN_STEP = "trainer/global_step"  # Lightning's WandbLogger x axis for train/* and val/*
@@ -236,7 +236,7 @@ def configs(overrides: Sequence[str]) -> tuple[list[DictConfig], bool]:
     the job or run) a path names, or of the sweep directory ``hydra.sweep.dir=<dir>`` names when it
     holds jobs -- what ran, not what a new composition would give -- else the config the overrides
     compose (a view made before its sweep starts)."""
-    from ifdistill.sweep_configs import job_dirs, looks_like_path, read_configs
+    from ifdistill.runs.sweep_configs import job_dirs, looks_like_path, read_configs
 
     paths = [o for o in overrides if looks_like_path(o)]
     if paths:
@@ -274,7 +274,7 @@ def merge_specs(specs: Sequence[dict]) -> dict:
 
 def build_view(overrides: Sequence[str], *, group: Optional[str] = None, **kwargs: Any) -> dict:
     """The view spec for the command line's sweep (see :func:`configs`)."""
-    from ifdistill.sweep_configs import activate, select
+    from ifdistill.runs.sweep_configs import activate, select
 
     cfgs, on_disk = configs(overrides)
     if group is None:
@@ -306,7 +306,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         "config evaluates)")
     p.add_argument("--dry-run", action="store_true", help="print the specification as JSON; no W&B contact")
     args = p.parse_args(argv)
-    from ifdistill.sweep_configs import SweepConfigError
+    from ifdistill.runs.sweep_configs import SweepConfigError
 
     try:
         spec = build_view(args.overrides, group=args.group, entity=args.entity, project=args.project,

@@ -38,13 +38,13 @@ import sys
 import time
 from pathlib import Path
 
-from ifdistill.console import LOG_FILE
+from ifdistill.cli.console import LOG_FILE
 from ifdistill.evaluator.launch import REQUEST_DIR, REQUEST_NAME
 from ifdistill.evaluator.benchmark import of_results, short_name
 from ifdistill.evaluator.output import read_results_json, read_samples
 from ifdistill.paths import REPO_ROOT
 from ifdistill.results import paired, run_metrics
-from ifdistill.rundir import RunDir
+from ifdistill.runs.rundir import RunDir
 
 
 def _run(argv: list[str], env: dict[str, str], what: str, log: Path | None = None) -> None:

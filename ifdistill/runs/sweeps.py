@@ -3,8 +3,9 @@
 
 ``ifdistill-train -m experiment=ifeval_replay_sweep [hydra/launcher=slurm]`` runs one training per
 combination of the preset's ``hydra.sweeper.params``. Each run is named by *what was swept*
-(``ratio-0.05_method-distill_seed-1``), not by every override on the command line, so the names stay
-short and a W&B panel grouped by name reads like the sweep's table. The run id stays
+(``ratio-0.05_method-distill_seed-1``, the ``ifdistill.sweep_name`` resolver of :mod:`ifdistill.config`), not
+by every override on the command line, so the names stay short and a W&B panel grouped by name reads like
+the sweep's table. The run id stays
 ``<name>-<config_hash[:12]>`` (:mod:`ifdistill.train.rundir`), so names never need to be unique by
 themselves and a requeued job finds its run again.
 
@@ -21,47 +22,18 @@ sweep* (../shared/notes/slurm-localhost.md). Multi-device sweeps go through ``hy
 
 from __future__ import annotations
 
-import hashlib
-import re
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
 
 SWEEP_PREFIX = "sweep/"  # swept values in the W&B run config: sweep/<last key component>
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def _hydra() -> Any:
     from hydra.core.hydra_config import HydraConfig
 
     return HydraConfig.get() if HydraConfig.initialized() else None
-
-
-_NOT_NAMING = ("experiment", "paths.", "hydra.", "hydra/")
-_MAX_NAME = 120
-
-
-def sweep_name(overrides: Any, params: Any = None) -> str:
-    """A job's name from its overrides: only the keys the sweep preset sweeps (``hydra.sweeper.params``)
-    when it has any, else every override except paths, hydra's own and the experiment.
-
-    ``["data.ratio=0.05", "method=distill", "x=1"]`` with params ``data.ratio, method`` ->
-    ``ratio-0.05_method-distill``: each part is the key's last component and the value, made safe for
-    directory names and W&B ids, in the order of the params. A name longer than 120 characters keeps
-    its start and gets a hash of the whole (file names are limited to 255 bytes)."""
-    values: dict[str, str] = {}
-    for item in overrides or []:
-        key, sep, value = str(item).partition("=")
-        if sep:
-            values[key.lstrip("+~")] = value
-    keys = [str(k) for k in (params or {}).keys()]
-    chosen = [k for k in keys if k in values] if keys else sorted(
-        k for k in values if not k.startswith(_NOT_NAMING))
-    name = _UNSAFE.sub("-", "_".join(f"{k.split('.')[-1]}-{values[k]}" for k in chosen)).strip("-") or "run"
-    if len(name) > _MAX_NAME:
-        name = f"{name[:_MAX_NAME - 9]}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
-    return name
 
 
 def run_config_key(key: str) -> str:
@@ -94,11 +66,6 @@ def swept_values(cfg: Any) -> dict[str, Any]:
             raise ValueError(f"hydra.sweeper.params: {key!r} and another swept key share the name {run_config_key(key)!r}")
         out[run_config_key(key)] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
     return out
-
-
-def slurm_gpus(accelerator: str, devices: Any) -> Any:
-    """Resolver for the slurm launcher's ``gpus_per_node``: the trainer's devices unless it runs on CPU."""
-    return None if str(accelerator) == "cpu" else devices
 
 
 def check_launch(cfg: Any) -> None:
