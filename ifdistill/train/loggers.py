@@ -16,9 +16,8 @@ its own W&B run, in the run directory's ``logs/wandb``. The CSV logger writes un
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable
-
-from omegaconf import DictConfig
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional
 
 from ifdistill.runs.rundir import RunDir
 
@@ -29,20 +28,19 @@ def is_wandb(logger: Any) -> bool:
     return type(logger).__name__ == "WandbLogger"
 
 
-def build_loggers(cfg: DictConfig, rd: RunDir, rid: str) -> list:
-    """The ``logger`` group for run ``rid`` (W&B resumes the run of that id); also used by back-fill."""
+def build_loggers(logger: Optional[Mapping[str, Any]], rd: RunDir, rid: str, *, group: Optional[str] = None) -> list:
+    """The ``logger`` section (resolved, plain) for run ``rid``: W&B resumes the run of that id, in ``group``."""
     from hydra.utils import instantiate
 
-    node = cfg.get("logger")
-    if not node or not node.get("_target_"):
+    if not logger or not logger.get("_target_"):
         return []
     kwargs: dict[str, Any] = {"save_dir": str(rd.logs)}
-    if str(node["_target_"]).endswith("WandbLogger"):
+    if str(logger["_target_"]).endswith("WandbLogger"):
         finish_open_wandb_run(rid)
         kwargs.update(id=rid, name=rid, resume="allow")
-        if cfg.run.get("group"):
-            kwargs["group"] = str(cfg.run.group)
-    return [instantiate(node, **kwargs)]
+        if group:
+            kwargs["group"] = str(group)
+    return [instantiate(dict(logger), **kwargs)]
 
 
 def finish_open_wandb_run(rid: str) -> None:

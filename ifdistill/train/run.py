@@ -302,7 +302,7 @@ def _train_locked(cfg: DictConfig, rd: RunDir, rid: str, digest: str, lock: Opti
                   base_model=resolve_model_path(str(cfg.model.name_or_path)))
 
     accumulate = int(cfg.trainer.get("accumulate_grad_batches", 1))
-    loggers = build_loggers(cfg, rd, rid)  # W&B's run is created by the first log, after the trainer exists
+    loggers = build_loggers(_container(cfg.get("logger")), rd, rid, group=cfg.run.get("group"))  # W&B's run is created by the first log, after the trainer exists
     bar = want_progress_bar(cfg.trainer.get("enable_progress_bar", "auto"))
     overrides: dict[str, Any] = dict(callbacks=_callbacks(cfg, run, progress_bar=bar, started_elsewhere=elsewhere),
                                      logger=loggers or False,

@@ -6,7 +6,6 @@ Real ``WandbLogger``s, offline, read back with :mod:`ifdistill.tracking.wandb_of
 from __future__ import annotations
 
 import pytest
-from omegaconf import OmegaConf
 
 from ifdistill.runs.rundir import RunDir
 from ifdistill.train.loggers import build_loggers, close_loggers
@@ -24,15 +23,13 @@ def wandb_env(tmp_path, monkeypatch):
     wandb.teardown()
 
 
-def _cfg(group: str = "g"):
-    return OmegaConf.create({"logger": {"_target_": "lightning.pytorch.loggers.WandbLogger", "project": "t",
-                                        "offline": True}, "run": {"group": group}})
+WANDB = {"_target_": "lightning.pytorch.loggers.WandbLogger", "project": "t", "offline": True}
 
 
 def _launch(root, rid: str, value: float, *, close: bool = True):
     rd = RunDir(root / rid)
     rd.logs.mkdir(parents=True, exist_ok=True)
-    loggers = build_loggers(_cfg(), rd, rid)
+    loggers = build_loggers(WANDB, rd, rid, group="g")
     loggers[0].log_hyperparams({"sweep/ratio": value})
     for step in range(3):
         loggers[0].log_metrics({"train/loss": value + step}, step=step)
@@ -67,7 +64,7 @@ def test_a_run_left_open_is_finished_before_the_next_launch_starts_its_own(wandb
 
 def test_a_resumed_launch_continues_its_own_run_and_a_failed_one_exits_nonzero(wandb_env):
     rd = _launch(wandb_env, "job-a", 0.0)
-    loggers = build_loggers(_cfg(), rd, "job-a")  # the same run id again: W&B resumes it
+    loggers = build_loggers(WANDB, rd, "job-a", group="g")  # the same run id again: W&B resumes it
     loggers[0].log_metrics({"train/loss": 9.0}, step=3)
     close_loggers(loggers, failed=True)
     first, second = _read(rd)
