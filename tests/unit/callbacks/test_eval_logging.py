@@ -43,6 +43,7 @@ def wandb_logger(tmp_path, monkeypatch):
 
 
 def test_two_benchmarks_two_step_axes(wandb_logger, tmp_path):
+    """Logged after training reached step 50: each evaluation still lands at its own checkpoint's step."""
     logger, wandb_dir = wandb_logger
     run = logger.experiment
     for s in range(1, 51):
