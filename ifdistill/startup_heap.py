@@ -27,12 +27,15 @@ import os
 _paused = False
 
 
+def wanted() -> bool:
+    """False when ``IFDISTILL_GC_PAUSE`` turns the pause off (``0``, ``false``, ``no``, ``off``)."""
+    return os.environ.get("IFDISTILL_GC_PAUSE", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
 def pause_collector() -> None:
     """Pause cyclic collection for the process's start-up (the first thing a CLI's ``main`` does)."""
     global _paused
-    if os.environ.get("IFDISTILL_GC_PAUSE", "1").strip().lower() in ("0", "false", "no", "off"):
-        return
-    if gc.isenabled():
+    if wanted() and gc.isenabled():
         gc.disable()
         _paused = True
 

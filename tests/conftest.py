@@ -172,7 +172,9 @@ def pytest_collection_finish(session):
     ifdistill/startup_heap.py gives for the CLIs). ``IFDISTILL_GC_PAUSE=0`` leaves the collector alone."""
     import gc
 
-    if os.environ.get("IFDISTILL_GC_PAUSE", "1").strip().lower() not in ("0", "false", "no", "off"):
+    from ifdistill.startup_heap import wanted
+
+    if wanted():
         gc.collect()
         gc.freeze()
 
