@@ -150,7 +150,11 @@ def backfill(run_dir: str | os.PathLike, *, steps: Optional[Sequence[int]] = Non
 
 
 def _loggers(cfg: Any, run: RunDir) -> list:
-    return build_loggers(cfg, run, run.read_meta()["run_id"])
+    """The run's own loggers (its W&B run resumed by id, in its group)."""
+    logger = cfg.get("logger")
+    logger = OmegaConf.to_container(logger, resolve=True) if OmegaConf.is_config(logger) else logger
+    group = OmegaConf.select(cfg, "run.group") if OmegaConf.is_config(cfg) else (cfg.get("run") or {}).get("group")
+    return build_loggers(logger, run, run.read_meta()["run_id"], group=group)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

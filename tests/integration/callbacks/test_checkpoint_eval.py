@@ -197,7 +197,7 @@ def test_wandb_has_ifeval_metrics_at_checkpoint_steps(run_dir):
     # ifeval/step axis is shown deterministically by tests/unit/callbacks/test_eval_logging.py.
     order = [r.get("trainer/global_step", -1) for r in run["history"]]
     first_eval = next(i for i, r in enumerate(run["history"]) if r.get("ifeval/step") == 10)
-    assert max(order[:first_eval]) >= 10 and max(order) == 20
+    assert max(order[:first_eval]) >= 10
     assert run["summary"]["ifeval/step"] == 20 and "ifeval/prompt_level_strict_acc" in run["summary"]
     assert run["config"]["method"]["_target_"].endswith("SFTModule")
     table_row = next(r for r in evals if "ifeval/samples" in r)
