@@ -138,15 +138,16 @@ class PersistentRunner:
     # -- internals ----------------------------------------------------------------------------------
     def _fault(self, h: PersistentHandle, reply: Optional[dict[str, Any]]) -> Optional[str]:
         now = time.time()
+        engine_dead = h.server.spool / ENGINE_DEAD
+        if reply is not None and reply["status"] == "ok":
+            return "the server replied ok but results.json is missing"
+        if engine_dead.is_file():  # the cause, also when the request failed on it (the server records it first)
+            return f"the server's engine process(es) died: {engine_dead.read_text()}"
         if reply is not None:
-            if reply["status"] == "ok":
-                return "the server replied ok but results.json is missing"
             return f"the server failed: {reply.get('error', '')[-500:]}"
         code = h.server.proc.poll()
         if code is not None:
             return f"the server exited with code {code}"
-        if (h.server.spool / ENGINE_DEAD).is_file():
-            return f"the server's engine process(es) died: {(h.server.spool / ENGINE_DEAD).read_text()}"
         beat = touched_at(h.server.spool, HEARTBEAT) or h.server.started
         if now - beat > self.heartbeat_timeout_s:
             return f"no heartbeat from the server for {now - beat:.0f}s (timeout {self.heartbeat_timeout_s:.0f}s)"

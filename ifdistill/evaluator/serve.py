@@ -247,15 +247,21 @@ def handle(engine: ServedEngine, argv: Sequence[str]) -> dict[str, Any]:
             "metrics": results["metrics"], "runtime": runtime}
 
 
+def _record_dead_engine(spool: Path, engine: ServedEngine) -> bool:
+    """Write ``ENGINE_DEAD`` when a process of the running engine has died; whether one has."""
+    dead = engine.dead_processes()
+    if dead and not (spool / ENGINE_DEAD).is_file():
+        write_json_atomic(spool / ENGINE_DEAD, {"pids": dead, "time": time.time()})
+        log.error("engine process(es) %s died", dead)
+    return bool(dead)
+
+
 def _beat(spool: Path, stop: threading.Event, engine: ServedEngine) -> None:
     """Touch the heartbeat every second; when a process of the running engine has died, say so in
     ``ENGINE_DEAD`` instead (a request waiting on that engine never returns) and stop beating."""
     path = spool / HEARTBEAT
     while not stop.is_set():
-        dead = engine.dead_processes()
-        if dead:
-            write_json_atomic(spool / ENGINE_DEAD, {"pids": dead, "time": time.time()})
-            log.error("engine process(es) %s died", dead)
+        if _record_dead_engine(spool, engine):
             return
         path.touch()
         stop.wait(HEARTBEAT_EVERY_S)
@@ -280,6 +286,9 @@ def serve(spool: str | os.PathLike, poll_s: float = 0.2) -> int:
             try:
                 reply = handle(engine, req["argv"])
             except Exception:  # noqa: BLE001 - reported to the client, which falls back to a fresh process
+                # vLLM may raise (EngineDeadError) before the heartbeat thread looks: the death is recorded
+                # first, so the client names the cause rather than the exception it led to
+                _record_dead_engine(root, engine)
                 reply = {"status": "error", "exit_code": 1, "error": traceback.format_exc()[-4000:]}
             reply.update(id=req["id"], seconds=round(time.perf_counter() - t0, 3))
             write_json_atomic(root / REPLIES / f"{req['id']}.json", reply)

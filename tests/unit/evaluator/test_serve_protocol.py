@@ -110,3 +110,30 @@ def test_a_dead_engine_process_stops_the_heartbeat_and_is_named(tmp_path):
     engine.processes = frozenset({proc.pid})
     engine.close()  # closing on purpose forgets its processes first: no false alarm
     assert engine.dead_processes() == []
+
+
+def test_a_request_failing_on_a_dead_engine_is_put_down_to_the_death(tmp_path, monkeypatch):
+    """vLLM raises in the request (EngineDeadError) as soon as its engine process dies, before the
+    heartbeat thread's next look: the server records the death before it replies, and the client gives
+    the death as the reason, not the exception it led to."""
+    import subprocess
+    from types import SimpleNamespace
+
+    from ifdistill.evaluator import serve as served
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # reaped: no such process any more
+
+    def request_on_a_dead_engine(engine, argv):
+        engine.processes = frozenset({gone.pid})
+        raise RuntimeError("EngineCore encountered an issue. See stack trace (above) for the root cause.")
+
+    monkeypatch.setattr(served, "handle", request_on_a_dead_engine)
+    spool = served.init_spool(tmp_path / "spool")
+    served.submit(spool, "r1", ["ifdistill-eval"])
+    assert served.serve(spool, poll_s=0.01) == 1  # a failed request ends the server
+    reply = served.read_reply(spool, "r1")
+    assert reply["status"] == "error" and "EngineCore" in reply["error"]
+    assert json.loads((spool / served.ENGINE_DEAD).read_text())["pids"] == [gone.pid]
+    reason = PersistentRunner()._fault(SimpleNamespace(server=SimpleNamespace(spool=spool)), reply)
+    assert reason.startswith("the server's engine process(es) died: ") and str(gone.pid) in reason
