@@ -33,6 +33,7 @@ ensure_nltk_data()
 import pytest  # noqa: E402
 
 UNIT = "tests/unit/"
+REAL = "real components"
 
 
 #: Run first among the real-component tests: the ones that run beside the unit tests under xdist. Training
@@ -42,17 +43,23 @@ FIRST = "tests/integration/train/"
 
 #: Real-component modules that run on the unit tests' worker, each as one work unit: training and
 #: evaluation parity checks with generous time limits, no fault timed by the test, no run shared with
-#: another module (their module-scoped fixtures stay on one worker).
+#: another module (their module-scoped fixtures stay on one worker). Listed longest first: that worker
+#: takes them in this order, then the unit tests, so no long module starts when the other worker is done.
 BESIDE = (
-    "tests/integration/train/test_chunked_strategies.py",
-    "tests/integration/train/test_sweep_wandb.py",
-    "tests/integration/lmeval/test_lmeval_parity.py",
     "tests/integration/test_real_model.py",
+    "tests/integration/lmeval/test_lmeval_parity.py",
     "tests/integration/results/test_results_page_sweep.py",
-    "tests/integration/train/test_demo.py",
-    "tests/integration/test_bad_inputs.py",
-    "tests/gpu/test_gpu_check_smoke.py",
+    "tests/integration/evaluator/test_serve_identity.py",
     "tests/integration/evaluator/test_backends_agree.py",
+    "tests/integration/train/test_demo.py",
+    "tests/integration/train/test_sweep_wandb.py",
+    "tests/integration/train/test_chunked_strategies.py",
+    "tests/gpu/test_gpu_check_smoke.py",
+    "tests/integration/test_bad_inputs.py",
+    "tests/integration/lmeval/test_lmeval_prepare.py",
+    "tests/integration/evaluator/test_two_processes.py",
+    "tests/integration/test_tiny_model.py",
+    "tests/integration/test_benchmark_contract.py",
 )
 
 
@@ -62,14 +69,22 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_xdist_make_scheduler(config, log):
     """Under xdist: every test outside tests/unit and :data:`BESIDE` in one work unit, hence on one worker
-    in collection order; the unit tests and :data:`BESIDE` by module on whichever worker is free (module
-    docstring)."""
+    in collection order; :data:`BESIDE` (in its order) and then the unit tests by module on whichever
+    worker is free (module docstring)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class RealComponentsApart(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            return module if module.startswith(UNIT) or module in BESIDE else "real components"
+            return module if module.startswith(UNIT) or module in BESIDE else REAL
+
+        def _assign_work_unit(self, node) -> None:
+            if not getattr(self, "_ordered", False):  # the first assignment: the queue is complete
+                self._ordered = True
+                rank = {module: i for i, module in enumerate((REAL, *BESIDE))}
+                for scope in sorted(self.workqueue, key=lambda s: rank.get(s, len(rank))):
+                    self.workqueue.move_to_end(scope)  # stable: the unit modules keep xdist's order
+            super()._assign_work_unit(node)
 
     return RealComponentsApart(config, log)
 
