@@ -29,6 +29,18 @@ def _cell(value: Any) -> Any:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
+#: The shared decoding settings lm-eval does not take (a task's ``generation_kwargs`` decide them).
+TASK_DECODING = ("greedy", "temperature", "top_p", "top_k", "max_new_tokens", "stop")
+
+
+def ignored_decoding(generation: Any) -> dict[str, Any]:
+    """The :data:`TASK_DECODING` settings of ``generation`` that differ from their defaults (the dataclass's)."""
+    from ifdistill.evaluator.settings import GenerationSettings
+
+    default = GenerationSettings()
+    return {k: getattr(generation, k) for k in TASK_DECODING if getattr(generation, k) != getattr(default, k)}
+
+
 class LMEval(Benchmark):
     name = "lmeval"
     settings_sections = SECTIONS  # eval.lmeval
@@ -64,6 +76,12 @@ class LMEval(Benchmark):
             raise ConfigError("eval.benchmark=lmeval needs eval.lmeval.tasks (lm-eval task names)")
         if settings.lmeval.fewshot_as_multiturn and not settings.lmeval.apply_chat_template:
             raise ConfigError("eval.lmeval.fewshot_as_multiturn needs eval.lmeval.apply_chat_template=true")
+        ignored = ignored_decoding(settings.generation)
+        if ignored:
+            raise ConfigError(f"eval.benchmark=lmeval decodes as each task's generation_kwargs say: "
+                              f"{', '.join(f'eval.generation.{k}={v!r}' for k, v in ignored.items())} would have no "
+                              f"effect (leave {'it' if len(ignored) == 1 else 'them'} at the default, or use a task "
+                              f"YAML in eval.lmeval.include_path)")
 
     def prepare(self, settings: Any, run: Any, model_cfg: dict[str, Any], source: Any, *, t0: float) -> Any:
         from ifdistill.benchmarks.lmeval.run import prepare_tasks

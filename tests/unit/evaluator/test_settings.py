@@ -80,3 +80,16 @@ def test_runtime_holds_only_resource_settings():
         "hf_device", "progress", "gpu_shared_with_training",  # sleep mode: weights restored exactly on wake-up
         "engine_in_process"}  # where vLLM's engine runs: test_serve_faults compares the two byte for byte
     assert "max_new_tokens" in {f.name for f in dataclasses.fields(GenerationSettings)}
+
+
+@pytest.mark.parametrize("override, named", [("eval.generation.max_new_tokens=64", "eval.generation.max_new_tokens=64"),
+                                             ("eval.generation.greedy=false", "eval.generation.greedy=False"),
+                                             ("eval.generation.stop=[Q:]", "eval.generation.stop=['Q:']")])
+def test_lmeval_refuses_decoding_settings_its_tasks_decide(override, named, tmp_path):
+    """lm-eval decodes as each task's generation_kwargs say: a shared decoding setting changed for an lm-eval
+    section would change nothing, so it is refused, naming the setting; the defaults pass."""
+    base = ["eval=lmeval", "eval.lmeval.tasks=[gsm8k]"]
+    eval_settings(compose_config(base, output_dir=str(tmp_path)).eval)
+    with pytest.raises(ConfigError, match="no effect") as err:
+        eval_settings(compose_config([*base, override], output_dir=str(tmp_path)).eval)
+    assert named in str(err.value) and "generation_kwargs" in str(err.value)
