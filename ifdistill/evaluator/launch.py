@@ -43,6 +43,14 @@ DISTRIBUTED_VARS = (
 DISTRIBUTED_PREFIXES = ("TORCHELASTIC_", "SLURM_STEP_", "SLURM_CPU_BIND", "PL_")
 # Thread counts a trainer sets for itself (Lightning's DDP sets OMP_NUM_THREADS = cores / world size).
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+#: The :data:`THREAD_VARS` of the training command's own environment, as JSON, recorded by
+#: ``ifdistill-train`` before Lightning sets any (:func:`record_launch_threads`): its evaluators keep these.
+LAUNCH_THREADS_ENV = "IFDISTILL_LAUNCH_THREADS"
+
+
+def record_launch_threads(env: MutableMapping[str, str]) -> None:
+    """Record the thread counts the user gave the command (once: a DDP rank inherits rank 0's record)."""
+    env.setdefault(LAUNCH_THREADS_ENV, json.dumps({k: env[k] for k in THREAD_VARS if k in env}, sort_keys=True))
 REQUEST_DIR = ".request"
 REQUEST_NAME = "_request"
 
@@ -130,6 +138,7 @@ def evaluator_command(eval_cfg: Any, model_dir: str | os.PathLike, out_dir: str 
              f"hydra.run.dir={_quote(out)}", "overwrite=true", *overrides]
     env = dict(os.environ if base_env is None else base_env)
     clean_environment(env, drop_thread_vars=True)
+    env.update(json.loads(env.get(LAUNCH_THREADS_ENV) or "{}"))  # the user's, not a DDP rank's
     cuda = section.get("runtime", {}).get("cuda_visible_devices")
     if cuda is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(cuda)

@@ -27,6 +27,7 @@ from omegaconf import DictConfig
 
 import ifdistill.conf
 from ifdistill.cli.command_line import refuse_bad_overrides
+from ifdistill.evaluator.launch import record_launch_threads
 from ifdistill.startup_heap import pause_collector
 from ifdistill.runs.sweeps import jobs_share_process
 
@@ -63,6 +64,7 @@ def main() -> None:
     value is one line, exit 2, before Hydra starts: :mod:`ifdistill.cli.command_line`), then Hydra's app.
     The collector is paused until training starts (:mod:`ifdistill.startup_heap`)."""
     pause_collector()
+    record_launch_threads(os.environ)  # before Lightning's DDP sets OMP_NUM_THREADS for its ranks
     refuse_bad_overrides("ifdistill-train", "train", sys.argv[1:])
     _app()
 

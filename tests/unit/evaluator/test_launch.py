@@ -86,3 +86,19 @@ def test_the_console_script_works_from_another_directory(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     cfg = yaml.safe_load(done.stdout)
     assert cfg["eval"]["name"] == "synthetic" and cfg["eval"]["generation"]["max_new_tokens"] == 9
+
+
+def test_an_evaluator_keeps_the_users_thread_counts_not_a_ddp_ranks(tmp_path):
+    """``ifdistill-train`` records the thread counts of its own command before Lightning's DDP sets
+    OMP_NUM_THREADS for its ranks: the evaluators it starts get the user's, and none when the user gave none."""
+    from ifdistill.evaluator.cli import compose_config
+    from ifdistill.evaluator.launch import LAUNCH_THREADS_ENV, record_launch_threads
+
+    section = compose_config(["eval=synthetic"], output_dir=str(tmp_path)).eval
+    for user, expected in (({"OMP_NUM_THREADS": "1"}, "1"), ({}, None)):
+        env = {"PATH": "/usr/bin", **user}
+        record_launch_threads(env)
+        env["OMP_NUM_THREADS"] = "3"  # what DDP sets later, after the record
+        record_launch_threads(env)  # a rank's own start: the first record stays
+        _, child = evaluator_command(section, tmp_path / "export", tmp_path / "out", base_env=env)
+        assert child.get("OMP_NUM_THREADS") == expected and LAUNCH_THREADS_ENV in child
