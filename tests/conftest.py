@@ -25,6 +25,12 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.pop("WANDB_API_KEY", None)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# One thread per process: the two workers run their processes side by side on CI's 2 cores, and two
+# torch processes of 2 threads each there spin-wait on each other (two tiny 60-step trainings at once:
+# 188 s and 113 CPU s each with torch's default, 36 s and 34 CPU s each with one thread). Evaluator
+# processes choose their own threads (eval.runtime: cpu_threads_bind, num_threads).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 from ifdistill.paths import ensure_nltk_data  # noqa: E402
 
