@@ -46,13 +46,13 @@ THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 #: The :data:`THREAD_VARS` of the training command's own environment, as JSON, recorded by
 #: ``ifdistill-train`` before Lightning sets any (:func:`record_launch_threads`): its evaluators keep these.
 LAUNCH_THREADS_ENV = "IFDISTILL_LAUNCH_THREADS"
+REQUEST_DIR = ".request"
+REQUEST_NAME = "_request"
 
 
 def record_launch_threads(env: MutableMapping[str, str]) -> None:
     """Record the thread counts the user gave the command (once: a DDP rank inherits rank 0's record)."""
     env.setdefault(LAUNCH_THREADS_ENV, json.dumps({k: env[k] for k in THREAD_VARS if k in env}, sort_keys=True))
-REQUEST_DIR = ".request"
-REQUEST_NAME = "_request"
 
 
 def clean_environment(env: MutableMapping[str, str], *, drop_thread_vars: bool = False) -> MutableMapping[str, str]:
