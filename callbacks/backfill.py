@@ -150,11 +150,10 @@ def backfill(run_dir: str | os.PathLike, *, steps: Optional[Sequence[int]] = Non
 
 
 def _loggers(cfg: Any, run: RunDir) -> list:
-    """The run's own loggers (its W&B run resumed by id, in its group)."""
+    """The run's own loggers (its W&B run resumed by id, in its group); ``cfg``: the run's config.yaml."""
     logger = cfg.get("logger")
     logger = OmegaConf.to_container(logger, resolve=True) if OmegaConf.is_config(logger) else logger
-    group = OmegaConf.select(cfg, "run.group") if OmegaConf.is_config(cfg) else (cfg.get("run") or {}).get("group")
-    return build_loggers(logger, run, run.read_meta()["run_id"], group=group)
+    return build_loggers(logger, run, run.read_meta()["run_id"], group=OmegaConf.select(cfg, "run.group"))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
