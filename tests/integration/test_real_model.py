@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from ifdistill.evaluator.cli import compose_config
+from ifdistill.evaluator.cli import load_config
 from ifdistill.evaluator.output import read_results
 from ifdistill.evaluator.run import evaluate
 from tests.integration.callbacks.test_checkpoint_eval import assert_post_training_eval_identical
@@ -72,7 +72,7 @@ def test_vllm_and_hf_greedy_responses_agree_or_differ_at_a_near_tie(run_dir, smo
     from transformers import AutoTokenizer
 
     export = run_dir / "exports" / f"step_{STEPS:06d}"
-    evaluate(compose_config(["model=smollm2_135m", *EVAL, "eval.backend=hf", "eval.runtime.num_threads=1",
+    evaluate(load_config(["model=smollm2_135m", *EVAL, "eval.backend=hf", "eval.runtime.num_threads=1",
                              f"export_dir={export}"], output_dir=str(tmp_path / "hf")))
     hf_results, hf = read_results(tmp_path / "hf")
     vllm_results = json.loads((run_dir / "evals" / f"step_{STEPS:06d}" / "results.json").read_text())

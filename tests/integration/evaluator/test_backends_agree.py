@@ -17,7 +17,7 @@ import json
 
 import pytest
 
-from ifdistill.evaluator.cli import compose_config
+from ifdistill.evaluator.cli import load_config
 from ifdistill.evaluator.backends import make_backend
 from ifdistill.evaluator.output import read_results
 from ifdistill.evaluator.run import evaluate, prepare
@@ -53,7 +53,7 @@ def _cfg(tuned, out, *, backend, data="words", model="ft", adapter=False):
         overrides += ["eval=synthetic"]
     if adapter:
         overrides.append(f"adapter_dir={tuned['adapter']}")
-    return compose_config(overrides, output_dir=str(out))
+    return load_config(overrides, output_dir=str(out))
 
 
 @pytest.fixture(scope="module")

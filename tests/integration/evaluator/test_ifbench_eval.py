@@ -20,7 +20,7 @@ from ifdistill.benchmarks.checking import score_rows
 from ifdistill.benchmarks.checking.schema import SAMPLE_SCHEMA, validate
 from ifdistill.benchmarks.ifbench import scorer_version
 from ifdistill.callbacks.eval_logging import flat_metrics
-from ifdistill.evaluator.cli import compose_config
+from ifdistill.evaluator.cli import load_config
 from ifdistill.evaluator.output import read_results
 from ifdistill.evaluator.run import prepare
 from ifdistill.paths import shared_data_dir
@@ -53,7 +53,7 @@ def test_results_and_samples(evaluated):
     assert results["config"]["eval"]["benchmark"] == "ifbench"
     assert results["fingerprint"]["scorer_version"] == f"ifeval-1+{scorer_version()}"
     assert f"eval_config_hash {results['eval_config_hash']}" in stdout
-    ifeval_hash = prepare(compose_config(["eval=ifeval_local", "eval.data.max_examples=24"],
+    ifeval_hash = prepare(load_config(["eval=ifeval_local", "eval.data.max_examples=24"],
                                          output_dir=str(out.parent / "ifeval"))).eval_config_hash
     assert results["eval_config_hash"] != ifeval_hash
 

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from ifdistill.benchmarks.lmeval.output import metrics_of, sample_rows
-from ifdistill.evaluator.cli import compose_config
+from ifdistill.evaluator.cli import load_config
 from ifdistill.evaluator.output import SAMPLES_FILE
 from ifdistill.evaluator.results import jsonable
 from ifdistill.evaluator.run import evaluate
@@ -70,12 +70,12 @@ def reference(setup):
 
 def ours(setup, backend: str, tasks: list[str] = TASKS, *extra: str) -> dict:
     out = setup["root"] / f"{backend}-{len(extra)}"
-    cfg = compose_config(["eval=lmeval", f"eval.backend={backend}", f"eval.lmeval.tasks=[{','.join(tasks)}]",
+    config = load_config(["eval=lmeval", f"eval.backend={backend}", f"eval.lmeval.tasks=[{','.join(tasks)}]",
                           f"eval.lmeval.include_path=[{setup['tasks']}]", "model=tiny_qwen3",
-                          f"model.name_or_path={setup['model']}", "eval.runtime.progress=false",
-                          "eval.runtime.kv_cache_memory_bytes=67108864", "eval.runtime.num_threads=1", *extra],
+                         f"model.name_or_path={setup['model']}", "eval.runtime.progress=false",
+                         "eval.runtime.kv_cache_memory_bytes=67108864", "eval.runtime.num_threads=1", *extra],
                          output_dir=str(out))
-    results = evaluate(cfg)
+    results = evaluate(config)
     samples = [json.loads(line) for line in (out / SAMPLES_FILE).read_text().splitlines()]
     return {"metrics": results["metrics"], "samples": samples, "counts": results["counts"]}
 

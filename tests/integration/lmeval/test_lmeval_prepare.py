@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ifdistill.evaluator.cli import compose_config
+from ifdistill.evaluator.cli import load_config
 from ifdistill.evaluator.errors import EvaluatorError
 from ifdistill.evaluator.run import prepare
 from tests.integration.lmeval.local_tasks import write_broken_tasks, write_tasks
@@ -32,9 +32,9 @@ def tasks(tmp_path_factory) -> dict[str, Path]:
 
 
 def cfg(tasks, out: Path, *overrides: str, names: str = "gsm8k_local,commonsense_qa_local"):
-    return compose_config(["eval=lmeval", f"eval.lmeval.tasks=[{names}]", "model=tiny_qwen3",
-                           f"eval.lmeval.include_path=[{tasks['tasks']},{tasks['broken']}]", *overrides],
-                          output_dir=str(out))
+    return load_config(["eval=lmeval", f"eval.lmeval.tasks=[{names}]", "model=tiny_qwen3",
+                        f"eval.lmeval.include_path=[{tasks['tasks']},{tasks['broken']}]", *overrides],
+                       output_dir=str(out))
 
 
 @pytest.mark.parametrize("names, words", [

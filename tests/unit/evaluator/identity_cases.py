@@ -51,11 +51,11 @@ def workdir_files(workdir: Path) -> None:
 
 
 def eval_config_hash(name: str, workdir: Path) -> str:
-    from ifdistill.evaluator.cli import compose_config
+    from ifdistill.evaluator.cli import load_config
     from ifdistill.evaluator.run import prepare
 
     overrides = [o.replace("{workdir}", str(workdir)) for o in CASES[name]]
-    return prepare(compose_config(overrides, output_dir=str(workdir / "out" / name))).eval_config_hash
+    return prepare(load_config(overrides, output_dir=str(workdir / "out" / name))).eval_config_hash
 
 
 def all_hashes(workdir: Path = WORKDIR) -> dict[str, str]:

@@ -134,11 +134,11 @@ def test_shipped_configurations_keep_their_hash(name, workdir):
     (["eval=lmeval", "eval.lmeval.tasks=[gsm8k]", "eval.judge.score_max=5"], "judge"),
 ])
 def test_another_benchmarks_section_is_refused_before_anything_runs(overrides, owner, tmp_path):
-    from ifdistill.evaluator.cli import compose_config
+    from ifdistill.evaluator.cli import load_config
     from ifdistill.evaluator.run import prepare
 
     with pytest.raises(ConfigError) as err:
-        prepare(compose_config(overrides, output_dir=str(tmp_path / "out")))
+        prepare(load_config(overrides, output_dir=str(tmp_path / "out")))
     message = str(err.value)
     assert "\n" not in message and f"eval.{owner} is set but is {owner}'s section" in message, message
     assert not (tmp_path / "out").exists()

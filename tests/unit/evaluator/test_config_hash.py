@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 from ifdistill.evaluator import run as run_module
-from ifdistill.evaluator.cli import compose_config
+from ifdistill.evaluator.cli import load_config
 from ifdistill.evaluator.run import prepare
 from ifdistill.evaluator.settings import GenerationSettings, RuntimeSettings
 from ifdistill.evaluator.benchmark import get as _benchmark
@@ -31,8 +31,7 @@ def _no_process_changes(monkeypatch):
 
 
 def _hash(tmp_path, *overrides: str) -> str:
-    cfg = compose_config([*BASE, *overrides], output_dir=str(tmp_path / "out"))
-    return prepare(cfg).eval_config_hash
+    return prepare(load_config([*BASE, *overrides], output_dir=str(tmp_path / "out"))).eval_config_hash
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +115,7 @@ def test_output_paths_leave_the_hash(tmp_path, base_hash):
 
 
 def test_fingerprint_is_recorded_in_readable_form(tmp_path):
-    plan = prepare(compose_config([*BASE, "eval.fewshot.k=2"], output_dir=str(tmp_path / "out")))
+    plan = prepare(load_config([*BASE, "eval.fewshot.k=2"], output_dir=str(tmp_path / "out")))
     fp = plan.fingerprint
     assert fp["generation"]["max_new_tokens"] == 64 and fp["fewshot"]["k"] == 2
     assert fp["data"]["num_prompts"] == 12 and len(fp["data"]["rows_sha256"]) == 64
@@ -129,17 +128,16 @@ def test_a_source_config_error_is_reported_not_taken_for_an_unreachable_hub(tmp_
     ``path`` and ``hf_name`` set) is the user's error, never a silent read of the local IFEval copy."""
     from ifdistill.evaluator.errors import EvaluatorError
 
-    cfg = compose_config([*BASE, "eval=ifeval", f"eval.data.path={tmp_path / 'mine.jsonl'}"],
-                         output_dir=str(tmp_path / "out"))
     with pytest.raises(EvaluatorError, match="set exactly one of path, hf_name, synthetic"):
-        prepare(cfg)
+        prepare(load_config([*BASE, "eval=ifeval", f"eval.data.path={tmp_path / 'mine.jsonl'}"],
+                            output_dir=str(tmp_path / "out")))
 
 
 def test_the_same_rows_from_the_hub_layout_or_the_hub_fallback_give_the_same_hash(tmp_path, base_hash):
     """Data identity is content: google/IFEval unreachable (tests run offline) -> the shared copy is read
     and recorded as a fallback; rows in the Hugging Face layout (every kwarg present, unused ones None)
     normalise to the same rows."""
-    plan = prepare(compose_config([*BASE, "eval=ifeval"], output_dir=str(tmp_path / "out")))
+    plan = prepare(load_config([*BASE, "eval=ifeval"], output_dir=str(tmp_path / "out")))
     assert plan.eval_config_hash == base_hash
     assert plan.data.identity["fallback_from"]["hf_name"] == "google/IFEval"
     names = sorted({k for line in _benchmark("ifeval").local_rows().read_text().splitlines()

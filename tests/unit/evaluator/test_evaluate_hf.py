@@ -13,7 +13,7 @@ import pytest
 
 from ifdistill.evaluator import run as run_module
 from ifdistill import checksum
-from ifdistill.evaluator.cli import compose_config
+from ifdistill.evaluator.cli import load_config
 from ifdistill.evaluator.errors import (ChatTemplateError, EmptyDatasetError, EvaluatorError, ModelNotFoundError,
                                         OutputExistsError, PromptTooLongError)
 from ifdistill.benchmarks.checking.schema import SAMPLE_SCHEMA, validate
@@ -26,7 +26,7 @@ SMALL = ["eval=ifeval_local", "eval.backend=hf", "eval.data.max_examples=3", "ev
 
 def test_hf_evaluation_writes_valid_results(tmp_path):
     out = tmp_path / "evals" / "base"
-    results = evaluate(compose_config(SMALL, output_dir=str(out)))
+    results = evaluate(load_config(SMALL, output_dir=str(out)))
     on_disk, samples = read_results(out)
     assert on_disk.pop("checksum") == checksum.digest(on_disk)  # recorded by the writer over the rest
     assert on_disk == json.loads(json.dumps(results, allow_nan=True).replace("NaN", "null"))
@@ -79,11 +79,11 @@ def test_input_errors_are_clear_and_early(no_backend, model_without_template, tm
     ]
     for error, message, overrides in cases:
         with pytest.raises(error, match=message):
-            evaluate(compose_config([*SMALL, *overrides], output_dir=out))
+            evaluate(load_config([*SMALL, *overrides], output_dir=out))
     # a configured template makes the template-less tokenizer usable (up to the backend start)
     template = "'{% for m in messages %}{{ m.content }}{% endfor %}'"
     with pytest.raises(AssertionError, match="backend was started"):
-        evaluate(compose_config([*SMALL, f"model.name_or_path={model_without_template}",
+        evaluate(load_config([*SMALL, f"model.name_or_path={model_without_template}",
                                  f"model.chat_template={template}"], output_dir=out))
 
 
@@ -92,7 +92,7 @@ def test_an_existing_result_is_not_overwritten_silently(no_backend, tmp_path):
     out.mkdir()
     (out / "results.json").write_text("{}")
     with pytest.raises(OutputExistsError, match="overwrite=true"):
-        evaluate(compose_config(SMALL, output_dir=str(out)))
+        evaluate(load_config(SMALL, output_dir=str(out)))
 
 
 def test_the_cli_reports_input_errors_in_one_line(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 
 from ifdistill.benchmarks.ifbench import scorer_version
 from ifdistill.evaluator import run as run_module
-from ifdistill.evaluator.cli import compose_config
+from ifdistill.evaluator.cli import load_config
 from ifdistill.evaluator.run import prepare
 
 
@@ -26,7 +26,7 @@ def _no_process_changes(monkeypatch):
 
 
 def _plan(tmp_path, name: str, *overrides: str):
-    return prepare(compose_config([f"eval={name}", *overrides], output_dir=str(tmp_path / name)))
+    return prepare(load_config([f"eval={name}", *overrides], output_dir=str(tmp_path / name)))
 
 
 def test_ifbench_options(tmp_path):

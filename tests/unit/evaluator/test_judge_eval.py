@@ -15,7 +15,7 @@ import pytest
 from ifdistill.benchmarks.judge import verdicts as V
 from ifdistill.config import ConfigError
 from ifdistill.evaluator import run as run_module
-from ifdistill.evaluator.cli import compose_config
+from ifdistill.evaluator.cli import load_config
 from ifdistill.evaluator.errors import EvaluatorError
 from ifdistill.evaluator.output import metric_values, read_results
 from ifdistill.paths import shared_data_dir
@@ -40,7 +40,7 @@ def write_reference(path: Path, answer: str = "A reference answer {response_b}."
 
 
 def _prepare(tmp_path, *extra):
-    return run_module.prepare(compose_config([*JUDGE, *extra], output_dir=str(tmp_path / "out")))
+    return run_module.prepare(load_config([*JUDGE, *extra], output_dir=str(tmp_path / "out")))
 
 
 def _pairwise(ref: Path) -> list[str]:
@@ -154,8 +154,7 @@ def test_pairwise_judge_end_to_end(tmp_path):
     """The tiny model answers and judges (both orders); samples.jsonl holds each judgement's prompt, raw
     text and verdict, and results.json's metrics are the aggregates of those verdicts."""
     ref = write_reference(tmp_path / "ref.jsonl")
-    cfg = compose_config([*JUDGE, *_pairwise(ref)], output_dir=str(tmp_path / "out"))
-    plan = run_module.prepare(cfg)
+    plan = run_module.prepare(load_config([*JUDGE, *_pairwise(ref)], output_dir=str(tmp_path / "out")))
     results = run_module.execute(plan)
     on_disk, samples = read_results(tmp_path / "out")
     assert on_disk["eval_config_hash"] == plan.eval_config_hash == results["eval_config_hash"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file, save_file
 
-from ifdistill.evaluator.cli import compose_config
+from ifdistill.evaluator.cli import load_config
 from ifdistill.evaluator.errors import NonFiniteWeightsError
 from ifdistill.evaluator.model_source import resolve_model_source
 from ifdistill.hashing import weight_hashes
@@ -42,7 +42,7 @@ def poisoned_export(tiny_model_dir, root: Path, value: float, *, recorded: bool 
 @pytest.mark.parametrize("value, recorded", [(float("nan"), True), (float("inf"), False)])
 def test_a_non_finite_tensor_is_refused_naming_file_and_tensor(tiny_model_dir, tmp_path, value, recorded):
     export, name = poisoned_export(tiny_model_dir, tmp_path, value, recorded=recorded)
-    cfg = compose_config(SMALL, output_dir=str(tmp_path / "out"))
+    cfg = load_config(SMALL, output_dir=str(tmp_path / "out"))
     target = export if recorded else export / "model"  # another tool's export: a plain HF directory
     with pytest.raises(NonFiniteWeightsError,
                        match=rf"model\.safetensors: tensor {name} holds 1 non-finite values \(NaN or infinity\)"):
@@ -52,7 +52,8 @@ def test_a_non_finite_tensor_is_refused_naming_file_and_tensor(tiny_model_dir, t
 @pytest.mark.parametrize("value", [0.5, 3e38])  # 2 x 3e38: finite, but the tensor's float32 sum overflows
 def test_finite_weights_are_accepted(tiny_model_dir, tmp_path, value):
     export, _ = poisoned_export(tiny_model_dir, tmp_path, value, count=2)
-    source = resolve_model_source(compose_config(SMALL).model, export_dir=str(export))
+    model = load_config(SMALL, output_dir=str(tmp_path / "out")).model
+    source = resolve_model_source(model, export_dir=str(export))
     assert source.model_dir == str((export / "model").resolve())
 
 

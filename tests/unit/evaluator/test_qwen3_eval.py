@@ -10,7 +10,7 @@ import pytest
 
 from ifdistill.data.icl import build_icl_pair, select_demos
 from ifdistill.data.render import render
-from ifdistill.evaluator.cli import compose_config
+from ifdistill.evaluator.cli import load_config
 from ifdistill.evaluator.dataset import load_eval_rows, load_rows
 from ifdistill.evaluator.generation import scored_text
 from ifdistill.evaluator.prompts import build_prompts
@@ -35,7 +35,7 @@ def test_rendered_prompt_is_the_templates_generation_prompt(tiny_qwen3_dir, tmp_
     out = tmp_path / "out"
     overrides = [*QWEN3_HF, f"model.enable_thinking={'null' if thinking is None else str(thinking).lower()}",
                  f"eval.fewshot.k={fewshot}"]
-    results = evaluate(compose_config(overrides, output_dir=str(out)))
+    results = evaluate(load_config(overrides, output_dir=str(out)))
     _, samples = read_results(out)
     tok = AutoTokenizer.from_pretrained(tiny_qwen3_dir)
     rows = {str(ex.key): ex for ex in load_eval_rows(SourceSettings(path=str(_benchmark("ifeval").local_rows()),
@@ -79,7 +79,7 @@ def test_unterminated_thinking_scores_empty_and_is_counted(tiny_qwen3_dir, tmp_p
 
     monkeypatch.setattr(generation, "finalize", fake_finalize)  # what IFEval's execute cuts responses with
     out = tmp_path / "out"
-    results = evaluate(compose_config([*QWEN3_HF, "model.enable_thinking=true", "eval.generation.max_new_tokens=1"],
+    results = evaluate(load_config([*QWEN3_HF, "model.enable_thinking=true", "eval.generation.max_new_tokens=1"],
                                       output_dir=str(out)))
     _, samples = read_results(out)
     assert results["counts"]["thinking"] == {"closed": 1, "none": 1, "unterminated": 1}

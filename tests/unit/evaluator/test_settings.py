@@ -8,15 +8,15 @@ import pytest
 from omegaconf import OmegaConf
 
 from ifdistill.config import ConfigError
-from ifdistill.evaluator.cli import compose_config
-from ifdistill.evaluator.settings import GenerationSettings, RuntimeSettings, eval_settings, run_settings
+from ifdistill.evaluator.cli import compose_config, load_config
+from ifdistill.evaluator.settings import GenerationSettings, RuntimeSettings, eval_settings
 
 
 @pytest.mark.parametrize("option", ["ifeval", "ifeval_local", "synthetic"])
 def test_every_eval_option_composes_into_the_schema(option, tmp_path):
     cfg = compose_config([f"eval={option}"], output_dir=str(tmp_path))
-    settings = eval_settings(cfg.eval)
-    run = run_settings(cfg)
+    config = load_config([f"eval={option}"], output_dir=str(tmp_path))
+    settings, run = config.eval, config.run
     assert run.output_dir == str(tmp_path) and run.export_kind == "auto"
     # every key of the schema is present in the config, so any can be overridden without '+'
     for part in ("data", "generation", "runtime"):
@@ -60,9 +60,9 @@ def test_unknown_or_mistyped_keys_fail_at_start_up(tmp_path):
     with pytest.raises(ConfigError, match="backend"):
         eval_settings(section)
     with pytest.raises(ConfigError, match="adaptor_dir"):
-        run_settings(compose_config(["+adaptor_dir=x"], output_dir=str(tmp_path)))
+        load_config(["+adaptor_dir=x"], output_dir=str(tmp_path))
     with pytest.raises(ConfigError, match="export_kind"):
-        run_settings(compose_config(["export_kind=both"], output_dir=str(tmp_path)))
+        load_config(["export_kind=both"], output_dir=str(tmp_path))
 
 
 def test_fewshot_needs_a_pool_and_sane_numbers():
