@@ -66,8 +66,8 @@ def eval_times(run_dir: Path, out: Path, runner) -> list[float]:
     queue = EvalQueue(runner=runner, retries=0, poll_interval_s=0.1)
     for export in sorted((run_dir / "exports").glob("step_*")):
         request = run_dir / "evals" / export.name / ".request"
-        eval_cfg = OmegaConf.load(request / "eval" / "_request.yaml")
-        model_cfg = OmegaConf.load(request / "model" / "_request.yaml")
+        eval_cfg = OmegaConf.to_container(OmegaConf.load(request / "eval" / "_request.yaml"), resolve=True)
+        model_cfg = OmegaConf.to_container(OmegaConf.load(request / "model" / "_request.yaml"), resolve=True)
         argv, env = evaluator_command(eval_cfg, export, out / export.name, model_cfg=model_cfg)
         t0 = time.perf_counter()
         events = queue.submit(EvalJob(int(export.name.split("_")[1]), export, out / export.name, argv, env))

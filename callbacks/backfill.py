@@ -111,10 +111,11 @@ def backfill(run_dir: str | os.PathLike, *, steps: Optional[Sequence[int]] = Non
                       timeout_s=float(timeout_s if timeout_s is not None else "inf"),
                       retries=int(retries if retries is not None else settings.get("retries", 1)),
                       runner=make_runner(runner, **options))
-    extra = {str(k): v for k, v in (section.get("evals") or {}).items()}  # the eval sections, like the callback's
+    extra = {str(k): v for k, v in (settings.get("evals") or {}).items()}  # the eval sections, like the callback's
     extra.update(added_sections(cfg, add or {}))
     evaluations = CheckpointEvaluations(
-        run, {None: cfg.eval, **extra}, queue=queue, source="backfill", model_cfg=cfg.model,
+        run, {None: OmegaConf.to_container(cfg.eval, resolve=True), **extra}, queue=queue, source="backfill",
+        model_cfg=OmegaConf.to_container(cfg.model, resolve=True),
         evaluate_kind=str(settings.get("evaluate_kind", "auto")),
         devices=devices if devices is not None else settings.get("devices"))
     exports = run.finished_exports()

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Mapping, MutableMapping, Optional
 
-from omegaconf import DictConfig, OmegaConf
+import yaml
 
 from ifdistill.evaluator.settings import RuntimeSettings, eval_settings
 from ifdistill.runs.rundir import EXPORT_JSON
@@ -74,13 +74,19 @@ def _absolute(path: Optional[str]) -> Optional[str]:
     return str(Path(path).expanduser().absolute()) if path else path
 
 
-def request_eval_section(eval_cfg: Any, devices: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
-    """The ``eval`` section as the evaluator process will read it: resolved, validated, paths absolute,
-    ``devices`` applied to ``runtime``."""
-    if isinstance(eval_cfg, DictConfig):
-        section = OmegaConf.to_container(eval_cfg, resolve=True)
-    else:
-        section = json.loads(json.dumps(dict(eval_cfg)))
+def _plain(section: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of a resolved section of plain values (dicts, lists, scalars)."""
+    return json.loads(json.dumps(dict(section)))
+
+
+def _yaml(section: Mapping[str, Any]) -> str:
+    return yaml.safe_dump(section, sort_keys=False, allow_unicode=True, width=1 << 16)
+
+
+def request_eval_section(eval_cfg: Mapping[str, Any], devices: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """The ``eval`` section (resolved, plain values) as the evaluator process will read it: validated, paths
+    absolute, ``devices`` applied to ``runtime``."""
+    section = _plain(eval_cfg)
     runtime_keys = {f.name for f in dataclasses.fields(RuntimeSettings)}
     unknown = sorted(set(devices or {}) - runtime_keys)
     if unknown:
@@ -103,13 +109,13 @@ def _export_base(model_dir: Path) -> Optional[str]:
     return None
 
 
-def evaluator_command(eval_cfg: Any, model_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
+def evaluator_command(eval_cfg: Mapping[str, Any], model_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
                       kind: str = "auto", devices: Optional[Mapping[str, Any]] = None,
-                      model_cfg: Any = None, overrides: Iterable[str] = (), python: Optional[str] = None,
+                      model_cfg: Optional[Mapping[str, Any]] = None, overrides: Iterable[str] = (), python: Optional[str] = None,
                       base_env: Optional[Mapping[str, str]] = None) -> tuple[list[str], dict[str, str]]:
     """``(argv, env)`` that evaluate ``model_dir`` into ``out_dir`` in a separate process.
 
-    ``eval_cfg``: the run's ``eval`` section (a DictConfig node of the trainer's config, or a dict).
+    ``eval_cfg``: the run's ``eval`` section, resolved (plain values: the checkpoint callback receives them so).
     ``model_dir``: an export ``exports/step_XXXXXX`` or any HF model / adapter directory; ``kind``
     picks the part of an export (auto | adapter | merged | model). ``devices``: overrides of
     ``eval.runtime`` for this process. ``model_cfg``: the run's ``model`` section (optional; without
@@ -123,14 +129,12 @@ def evaluator_command(eval_cfg: Any, model_dir: str | os.PathLike, out_dir: str 
     section = request_eval_section(eval_cfg, devices)
     (request / "eval" / f"{REQUEST_NAME}.yaml").write_text(
         "# The resolved eval section this evaluation was started with (ifdistill/evaluator/launch.py).\n"
-        + OmegaConf.to_yaml(OmegaConf.create(section)))
+        + _yaml(section))
     argv = [python or sys.executable, "-m", "ifdistill.evaluator.cli", f"--config-dir={request}",
             f"eval={REQUEST_NAME}"]
     if model_cfg is not None:
         (request / "model").mkdir(exist_ok=True)
-        model_section = OmegaConf.to_container(model_cfg, resolve=True) if isinstance(model_cfg, DictConfig) \
-            else dict(model_cfg)
-        (request / "model" / f"{REQUEST_NAME}.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(model_section)))
+        (request / "model" / f"{REQUEST_NAME}.yaml").write_text(_yaml(_plain(model_cfg)))
         argv.append(f"model={REQUEST_NAME}")
     elif _export_base(model_path):
         argv.append(f"model.name_or_path={_quote(_export_base(model_path))}")

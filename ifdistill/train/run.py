@@ -141,7 +141,10 @@ def _callbacks(cfg: DictConfig, run: RunInfo, *, progress_bar: bool, started_els
         if OmegaConf.is_dict(node) and node.get("_target_"):
             log.debug("callback %s: %s", name, node._target_)
             takes_run = "run" in inspect.signature(get_class(str(node._target_))).parameters
-            callbacks.append(instantiate(node, **({"run": run} if takes_run else {})))
+            # resolved plain values, never the tree (a nested _target_ stays a plain dict under _recursive_: false);
+            # the run is given afterwards, so it stays the object it is
+            build = instantiate(node, _convert_="all", _partial_=True)
+            callbacks.append(build(run=run) if takes_run else build())
     return callbacks
 
 

@@ -33,8 +33,6 @@ NOT_YET = {
     "ifdistill/train/preflight.py": "the checks before a run directory exists read the tree",
     "ifdistill/train/method.py": "a method's hooks receive the tree",
     "ifdistill/methods/onpolicy_distill/hooks.py": "reads trainer.strategy and trainer.devices from the tree",
-    "ifdistill/evaluator/launch.py": "the checkpoint callback hands it the run's eval and model sections as nodes",
-    "callbacks/evaluations.py": "reads a section given as a node, a dict or a settings object",
     "ifdistill/runs/sweeps.py": "a sweep job's choices are selected from the tree",
     "ifdistill/tracking/wandb_view.py": "ifdistill-wandb-view's functions take the whole config",
 }

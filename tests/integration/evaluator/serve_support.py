@@ -21,8 +21,8 @@ from pathlib import Path
 from ifdistill.callbacks.eval_jobs import EvalJob
 from ifdistill.hashing import weight_hashes
 from ifdistill.runs.rundir import step_dir_name
-from ifdistill.evaluator.cli import compose_config
 from ifdistill.evaluator.launch import evaluator_command
+from tests.support import eval_section
 
 STEPS = (10, 20, 30)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
@@ -72,7 +72,7 @@ def make_exports(tuned, tiny_model_dir, root: Path, kind: str) -> list[Path]:
 
 def eval_cfg(tuned, run_dir: Path, *extra: str):
     """The ``eval`` section a training run would hand the callback (``extra``: more overrides)."""
-    return compose_config([*EVAL_OVERRIDES, f"eval.data.path={tuned['words']}", *extra], output_dir=str(run_dir)).eval
+    return eval_section([*EVAL_OVERRIDES, f"eval.data.path={tuned['words']}", *extra], run_dir)
 
 
 def jobs(tuned, exports: list[Path], run_dir: Path, *, devices: dict | None = None) -> list[EvalJob]:

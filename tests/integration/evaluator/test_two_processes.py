@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 
 from ifdistill.hashing import weight_hashes
-from ifdistill.evaluator.cli import compose_config
 from ifdistill.evaluator.launch import evaluator_command
 from ifdistill.evaluator.output import read_results
 from ifdistill.benchmarks.checking.schema import SAMPLE_SCHEMA, validate
 from ifdistill.paths import shared_data_dir
 from tests.integration.evaluator.tuned import require_vllm
+from tests.support import eval_section
 
 pytestmark = pytest.mark.slow
 
@@ -55,9 +55,8 @@ def test_two_processes_give_identical_results(tuned, tmp_path):
             "eval.runtime.cpu_threads_bind=0"]
     trainer_env = {**env, "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
                    "MASTER_PORT": "29533", "SLURM_STEP_ID": "0", "SLURM_PROCID": "0", "OMP_NUM_THREADS": "1"}
-    trainer_cfg = compose_config(OVERRIDES, output_dir=str(tmp_path / "run"))
-    argv, cb_env = evaluator_command(trainer_cfg.eval, export, by_callback, devices={"cpu_threads_bind": "1"},
-                                     base_env=trainer_env)
+    argv, cb_env = evaluator_command(eval_section(OVERRIDES, tmp_path / "run"), export, by_callback,
+                                     devices={"cpu_threads_bind": "1"}, base_env=trainer_env)
     started = time.perf_counter()
     with open(tmp_path / "hand.log", "w") as log_a, open(tmp_path / "callback.log", "w") as log_b:
         procs = [subprocess.Popen(hand, cwd=tmp_path, env=env, stdout=log_a, stderr=subprocess.STDOUT),

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ifdistill.evaluator.cli import compose_config
 from ifdistill.evaluator.launch import clean_environment, evaluator_command, request_eval_section
 from ifdistill.evaluator.settings import as_dict, eval_settings
+from tests.support import eval_section
 
 TRAINER_ENV = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "10.0.0.1",
                "MASTER_PORT": "29500", "GROUP_RANK": "0", "TORCHELASTIC_RUN_ID": "x", "SLURM_STEP_ID": "0",
@@ -29,9 +29,9 @@ def test_clean_environment_removes_the_trainers_distributed_variables():
 
 @pytest.fixture()
 def trainer_cfg(tmp_path):
-    """A config as a training run holds it: the eval group interpolates the run's model section."""
-    return compose_config(["model=qwen3_1.7b", "eval=ifeval_local", "eval.generation.max_new_tokens=64"],
-                          output_dir=str(tmp_path / "run"))
+    """The eval section as a training run's callback receives it: the eval group interpolates the run's model
+    section, resolved."""
+    return eval_section(["model=qwen3_1.7b", "eval=ifeval_local", "eval.generation.max_new_tokens=64"], tmp_path / "run")
 
 
 def test_command_and_environment(trainer_cfg, tmp_path):
@@ -39,7 +39,7 @@ def test_command_and_environment(trainer_cfg, tmp_path):
     export.mkdir(parents=True)
     (export / "export.json").write_text('{"base_model": "Qwen/Qwen3-1.7B"}')
     out = tmp_path / "run" / "evals" / "step_000200"
-    argv, env = evaluator_command(trainer_cfg.eval, export, out, kind="adapter",
+    argv, env = evaluator_command(trainer_cfg, export, out, kind="adapter",
                                   devices={"cuda_visible_devices": "1", "cpu_threads_bind": "1"},
                                   base_env=TRAINER_ENV)
     assert argv[:3] == [sys.executable, "-m", "ifdistill.evaluator.cli"]
@@ -59,20 +59,20 @@ def test_command_and_environment(trainer_cfg, tmp_path):
 
 def test_devices_must_be_runtime_keys(trainer_cfg):
     with pytest.raises(ValueError, match="gpu"):
-        request_eval_section(trainer_cfg.eval, {"gpu": 1})
+        request_eval_section(trainer_cfg, {"gpu": 1})
 
 
 def test_the_evaluator_program_composes_the_requested_section(trainer_cfg, tmp_path):
     """Run the real entry point with ``--cfg job`` from another directory: no model is loaded."""
     export, out = tmp_path / "export", tmp_path / "out dir, with = signs"
     export.mkdir()
-    argv, env = evaluator_command(trainer_cfg.eval, export, out, devices={"cpu_threads_bind": "1"})
-    env["IFDISTILL_SHARED_DATA"] = str(Path(trainer_cfg.eval.data.path).parent.parent.absolute())
+    argv, env = evaluator_command(trainer_cfg, export, out, devices={"cpu_threads_bind": "1"})
+    env["IFDISTILL_SHARED_DATA"] = str(Path(trainer_cfg["data"]["path"]).parent.parent.absolute())
     done = subprocess.run([*argv, "--cfg", "job", "--resolve"], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     composed = yaml.safe_load(done.stdout)
-    expected = as_dict(eval_settings(request_eval_section(trainer_cfg.eval, {"cpu_threads_bind": "1"})))
+    expected = as_dict(eval_settings(request_eval_section(trainer_cfg, {"cpu_threads_bind": "1"})))
     assert as_dict(eval_settings(composed["eval"])) == expected
     assert composed["export_dir"] == str(export) and composed["output_dir"] == str(out)
 
@@ -91,10 +91,9 @@ def test_the_console_script_works_from_another_directory(tmp_path):
 def test_an_evaluator_keeps_the_users_thread_counts_not_a_ddp_ranks(tmp_path):
     """``ifdistill-train`` records the thread counts of its own command before Lightning's DDP sets
     OMP_NUM_THREADS for its ranks: the evaluators it starts get the user's, and none when the user gave none."""
-    from ifdistill.evaluator.cli import compose_config
     from ifdistill.evaluator.launch import LAUNCH_THREADS_ENV, record_launch_threads
 
-    section = compose_config(["eval=synthetic"], output_dir=str(tmp_path)).eval
+    section = eval_section(["eval=synthetic"], tmp_path)
     for user, expected in (({"OMP_NUM_THREADS": "1"}, "1"), ({}, None)):
         env = {"PATH": "/usr/bin", **user}
         record_launch_threads(env)

@@ -21,9 +21,9 @@ from tests.support import descendants, left_behind
 
 
 def _eval_section():
-    from ifdistill.evaluator.cli import compose_config
+    from tests.support import eval_section
 
-    return compose_config(["eval=synthetic", "eval.runtime.progress=false"], output_dir="/tmp/unused").eval
+    return eval_section(["eval=synthetic", "eval.runtime.progress=false"], "/tmp/unused")
 
 
 def test_job_argv_becomes_the_same_overrides(tmp_path):
