@@ -143,7 +143,7 @@ class CheckpointEvaluations:
 
 
 def _get(section: Any, key: str) -> Any:
-    """``section[key]`` of a config node, a dict or a typed settings object; None when absent."""
+    """``section[key]`` of a section (a dict) or a typed settings object; None when absent."""
     return section.get(key) if hasattr(section, "get") else getattr(section, key, None)
 
 

