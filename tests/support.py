@@ -67,14 +67,14 @@ def compare_with_oracle(oracle_score, rows, scored, is_random, crash=None):
     return compared, random_ones, crashes, disagreements
 
 
-def eval_section(overrides: list[str], run_dir: str | Path, key: str = "eval") -> dict:
-    """A section of the composed ``ifdistill-eval`` config, resolved to plain values: what a training run's
+def eval_section(overrides: list[str], run_dir: str | Path) -> dict:
+    """The ``eval`` section of the composed ``ifdistill-eval`` config, resolved to plain values: what a training run's
     checkpoint callback receives (its sections are instantiated with ``_convert_="all"``)."""
     from omegaconf import OmegaConf
 
     from ifdistill.evaluator.cli import compose_config
 
-    return OmegaConf.to_container(compose_config(overrides, output_dir=str(run_dir))[key], resolve=True)
+    return OmegaConf.to_container(compose_config(overrides, output_dir=str(run_dir)).eval, resolve=True)
 
 
 def run_python(code: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:

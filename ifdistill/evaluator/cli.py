@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ifdistill.cli.command_line import compose, one_line, refuse_bad_overrides
 from ifdistill.evaluator.launch import clean_environment
-from ifdistill.evaluator.settings import TREE_SECTIONS, EvalConfig
+from ifdistill.evaluator.settings import TREE_SECTIONS, EvalConfig, eval_settings, run_settings
 from ifdistill.startup_heap import pause_collector
 
 log = logging.getLogger("ifdistill.evaluator")
@@ -96,7 +96,6 @@ def eval_config(cfg: DictConfig) -> EvalConfig:
     the tree. Checked in the order its errors are reported: the ``eval`` section, the top-level keys, the
     ``model`` section."""
     from ifdistill.config import validate
-    from ifdistill.evaluator.settings import eval_settings, run_settings
 
     settings = eval_settings(cfg.eval)
     run = run_settings({k: OmegaConf.select(cfg, k, throw_on_resolution_failure=False)
