@@ -49,6 +49,8 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
+    from ifdistill.train.cli import train_config
+
     from ifdistill.train.run import train
 
     torch.set_num_threads(1)  # a 2-core machine shared with other jobs: one thread contends least
@@ -57,7 +59,7 @@ def main() -> None:
     for ratio, seed in SWEEP:
         for source in ("online", "cache"):
             t0 = time.perf_counter()
-            result = train(config(out, source, ratio, seed, args.steps))
+            result = train(train_config(config(out, source, ratio, seed, args.steps)))
             rows[source].append({"ratio": ratio, "seed": seed, "wall_s": time.perf_counter() - t0,
                                  "teacher_pass": result.get("teacher_pass")})
     online, cached = (sum(r["wall_s"] for r in rows[s]) for s in ("online", "cache"))

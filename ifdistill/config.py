@@ -14,6 +14,7 @@ import os
 import re
 import secrets
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
@@ -78,6 +79,23 @@ def validate(cfg: DictConfig, sections: Optional[list[str]] = None) -> DictConfi
         if node is not None:
             check_schema(SCHEMAS[name], node, f"config section '{name}'")
     return cfg
+
+
+def lookup(tree: Mapping[str, Any], key: str, default: Any = None) -> Any:
+    """The value at dotted ``key`` (``trainer.strategy``) of a plain config tree; ``default`` where a part
+    of the path is absent."""
+    node: Any = tree
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+def check_sections(tree: Mapping[str, Any]) -> None:
+    """:func:`validate` for a plain tree: each known section present against its schema."""
+    for name in [s for s in SCHEMAS if tree.get(s) is not None]:
+        check_schema(SCHEMAS[name], tree[name], f"config section '{name}'")
 
 
 def _shared_data_resolver() -> str:

@@ -187,7 +187,7 @@ class RunDir:
     def read_meta(self) -> Optional[dict[str, Any]]:
         return json.loads(self.run_json.read_text()) if self.run_json.is_file() else None
 
-    def write_launch(self, cfg: DictConfig, *, run_id: str, digest: str, ignore: Iterable[str],
+    def write_launch(self, cfg: DictConfig | Mapping[str, Any], *, run_id: str, digest: str, ignore: Iterable[str],
                      resumed_from: Optional[str], **extra: Any) -> dict[str, Any]:
         """Write ``config.yaml`` and add this launch to ``run.json`` (atomically; rank 0 only); ``extra``
         fields go into the launch entry (``took_over_lock``: the holder of a stale lock)."""
@@ -197,11 +197,11 @@ class RunDir:
         self.check_config(cfg, digest, ignore, meta)
         meta["launches"].append({"time": now_iso(), "resumed_from": resumed_from, "pid": os.getpid(),
                                  "host": socket.gethostname(), **{k: v for k, v in extra.items() if v is not None}})
-        write_text_atomic(self.config_yaml, OmegaConf.to_yaml(_resolved_where_possible(cfg)))
+        write_text_atomic(self.config_yaml, OmegaConf.to_yaml(resolved_tree(cfg)))
         write_json_atomic(self.run_json, meta)
         return meta
 
-    def check_config(self, cfg: DictConfig, digest: str, ignore: Iterable[str],
+    def check_config(self, cfg: DictConfig | Mapping[str, Any], digest: str, ignore: Iterable[str],
                      meta: Optional[dict[str, Any]] = None) -> None:
         """Raise :class:`RunDirError` when this directory holds the run of another config, naming the
         keys that changed (a run continues only with the config it started with)."""
@@ -260,14 +260,24 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _resolved_where_possible(cfg: DictConfig) -> dict[str, Any]:
-    """The config resolved section by section; a section that cannot resolve outside Hydra
-    (``paths.output_dir: ${hydra:...}`` in tests that call train() directly) is kept as written."""
+def resolved_tree(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
+    """The config as plain data, resolved where it can be: a value that cannot resolve outside Hydra
+    (``paths.output_dir: ${hydra:...}`` in tests that compose without a Hydra run) is kept as written, its
+    neighbours resolved. A plain mapping is taken as resolved already. What a run hashes, records in
+    ``config.yaml`` and hands to its loggers (:class:`ifdistill.train.schemas.TrainConfig` carries it)."""
+    if not isinstance(cfg, DictConfig):
+        return dict(cfg)
+    return _resolved(cfg)
+
+
+def _resolved(node: DictConfig) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key in cfg.keys():
+    for key in node.keys():
         try:
-            node = cfg[key]
-            out[str(key)] = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+            value = node[key]
+            out[str(key)] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
         except Exception:  # omegaconf raises several interpolation errors
-            out[str(key)] = OmegaConf.to_container(cfg, resolve=False)[key]
+            child = node._get_node(key)
+            out[str(key)] = _resolved(child) if isinstance(child, DictConfig) else \
+                OmegaConf.to_container(node, resolve=False)[key]
     return out

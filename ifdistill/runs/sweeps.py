@@ -22,10 +22,10 @@ sweep* (../shared/notes/slurm-localhost.md). Multi-device sweeps go through ``hy
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import OmegaConf
 
 SWEEP_PREFIX = "sweep/"  # swept values in the W&B run config: sweep/<last key component>
 
@@ -41,34 +41,36 @@ def run_config_key(key: str) -> str:
     return SWEEP_PREFIX + str(key).split(".")[-1]
 
 
-def _hydra_cfg(cfg: Any) -> Any:
-    """The config's own ``hydra`` node (a composed config) or the running job's."""
-    return cfg.hydra if "hydra" in cfg else _hydra()
+def _hydra_cfg(cfg: Mapping[str, Any]) -> Any:
+    """The config's own ``hydra`` node (a config composed with it) or the running job's."""
+    return cfg["hydra"] if "hydra" in cfg else _hydra()
 
 
-def swept_keys(cfg: Any) -> list[str]:
+def swept_keys(cfg: Mapping[str, Any]) -> list[str]:
     """The config keys the sweep preset sweeps (``hydra.sweeper.params``), in their order."""
     hydra = _hydra_cfg(cfg)
-    params = hydra.sweeper.get("params") if hydra is not None else None
+    params = hydra["sweeper"].get("params") if hydra is not None else None
     return [str(k) for k in (params or {}).keys()]
 
 
-def swept_values(cfg: Any) -> dict[str, Any]:
+def swept_values(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """``{"sweep/ratio": 0.05, "sweep/method": "distill", "sweep/seed": 1}``: each swept key's value in
-    this run, under its short name. A config group (``method``) gives its chosen option's name; other
-    keys their resolved value. Empty outside a sweep preset."""
+    this run (``cfg``: a config tree, resolved), under its short name. A config group (``method``) gives its
+    chosen option's name; other keys their value. Empty outside a sweep preset."""
+    from ifdistill.config import lookup
+
     hydra = _hydra_cfg(cfg)
-    choices = dict(hydra.runtime.choices) if hydra is not None and "runtime" in hydra else {}
+    choices = dict(hydra["runtime"]["choices"]) if hydra is not None and "runtime" in hydra else {}
     out = {}
     for key in swept_keys(cfg):
-        value = choices[key] if key in choices else OmegaConf.select(cfg, key, throw_on_missing=True)
+        value = choices[key] if key in choices else lookup(cfg, key)
         if run_config_key(key) in out:
             raise ValueError(f"hydra.sweeper.params: {key!r} and another swept key share the name {run_config_key(key)!r}")
-        out[run_config_key(key)] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+        out[run_config_key(key)] = value
     return out
 
 
-def check_launch(cfg: Any) -> None:
+def check_launch(trainer: Mapping[str, Any]) -> None:
     """Refuse Hydra multirun + Lightning-launched multi-process training on the basic launcher."""
     from hydra.types import RunMode
 
@@ -77,8 +79,8 @@ def check_launch(cfg: Any) -> None:
         return
     if "submitit" in str(hydra.launcher.get("_target_", "")):
         return
-    devices = cfg.trainer.get("devices", 1)
-    if _device_count(devices) * int(cfg.trainer.get("num_nodes", 1) or 1) > 1:
+    devices = trainer.get("devices", 1)
+    if _device_count(devices) * int(trainer.get("num_nodes", 1) or 1) > 1:
         raise ValueError(
             f"Hydra multirun (-m) with trainer.devices={devices} on the {hydra.launcher._target_} launcher: "
             "Lightning would start the other ranks by re-running this command line, and each would re-run "

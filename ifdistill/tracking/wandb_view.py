@@ -29,6 +29,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
@@ -83,23 +84,25 @@ def instruction_ids(benchmark: str) -> list[str]:
     return sorted(registry.get(benchmark).type_ids({}))
 
 
-def val_names(cfg: DictConfig) -> list[str]:
+def val_names(cfg: Mapping[str, Any]) -> list[str]:
     """The held-out sets a run validates on (``val/<name>/*``), as its data module names them (built once
     per distinct data, method and model sections: the jobs of a sweep mostly share them)."""
-    from ifdistill.train.run import _container
+    from ifdistill.runs.rundir import resolved_tree
 
-    key = json.dumps([_container(cfg.get(k)) for k in ("data", "method", "model")], sort_keys=True, default=str)
-    return list(_val_names(key, cfg))
+    tree = resolved_tree(cfg)
+    key = json.dumps([tree.get(k) for k in ("data", "method", "model")], sort_keys=True, default=str)
+    return list(_val_names(key, tree))
 
 
 _VAL_NAMES: dict[str, tuple[str, ...]] = {}
 
 
-def _val_names(key: str, cfg: DictConfig) -> tuple[str, ...]:
+def _val_names(key: str, tree: dict) -> tuple[str, ...]:
     if key not in _VAL_NAMES:
-        from ifdistill.train.run import build_datamodule, resolve_data
+        from ifdistill.train.run import build_datamodule
+        from ifdistill.train.schemas import TrainConfig
 
-        _VAL_NAMES[key] = tuple(build_datamodule(cfg, None, resolve_data(cfg)).val_names)
+        _VAL_NAMES[key] = tuple(build_datamodule(TrainConfig.from_tree(tree)).val_names)
     return _VAL_NAMES[key]
 
 
@@ -133,9 +136,10 @@ def _types_section(ns: str, bm: str) -> Optional[dict]:
          "metrics": keys}]}
 
 
-def view_spec(cfg: DictConfig, *, group: str, entity: Optional[str] = None, project: Optional[str] = None,
+def view_spec(cfg: Mapping[str, Any], *, group: str, entity: Optional[str] = None, project: Optional[str] = None,
               name: Optional[str] = None, bench: Optional[Sequence[str]] = None) -> dict:
-    """The view of ``group``'s runs as a JSON-able dict (what ``--dry-run`` prints)."""
+    """The view of ``group``'s runs as a JSON-able dict (what ``--dry-run`` prints); ``cfg`` is a training
+    config tree as plain data (:func:`ifdistill.runs.rundir.resolved_tree`), its ``hydra`` section included."""
     by_ns = eval_sections(cfg)
     bms = list(bench) if bench is not None else list(by_ns)
     of = {ns: by_ns.get(ns, (ns if ns in registry.names() else registry.default_name(), {}))[0] for ns in bms}
@@ -274,6 +278,7 @@ def merge_specs(specs: Sequence[dict]) -> dict:
 
 def build_view(overrides: Sequence[str], *, group: Optional[str] = None, **kwargs: Any) -> dict:
     """The view spec for the command line's sweep (see :func:`configs`)."""
+    from ifdistill.runs.rundir import resolved_tree
     from ifdistill.runs.sweep_configs import activate, select
 
     cfgs, on_disk = configs(overrides)
@@ -284,7 +289,7 @@ def build_view(overrides: Sequence[str], *, group: Optional[str] = None, **kwarg
     specs = []
     for cfg in cfgs:
         activate(cfg)
-        specs.append(view_spec(cfg, group=str(group), **kwargs))
+        specs.append(view_spec(resolved_tree(cfg), group=str(group), **kwargs))
     return merge_specs(specs)
 
 

@@ -20,7 +20,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import hydra
 from omegaconf import DictConfig
@@ -31,7 +33,24 @@ from ifdistill.evaluator.launch import record_launch_threads
 from ifdistill.startup_heap import pause_collector
 from ifdistill.runs.sweeps import jobs_share_process
 
+if TYPE_CHECKING:
+    from ifdistill.train.schemas import TrainConfig
+
 CONFIG_DIR = str(Path(ifdistill.conf.__file__).resolve().parent)
+
+
+def train_config(cfg: DictConfig | Mapping[str, Any], *, check_model: bool = True) -> TrainConfig:
+    """The edge: a composed config tree made plain (:func:`ifdistill.runs.rundir.resolved_tree`), checked
+    by preflight (every problem that shows without a model, reported together as one
+    :class:`~ifdistill.train.preflight.PreflightError`; ``check_model``: the model is here or reachable),
+    then typed. Nothing below it sees the tree."""
+    from ifdistill.runs.rundir import resolved_tree
+    from ifdistill.train.preflight import preflight
+    from ifdistill.train.schemas import TrainConfig
+
+    tree = resolved_tree(cfg)
+    preflight(tree, check_model=check_model)
+    return TrainConfig.from_tree(tree)
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
@@ -109,22 +128,22 @@ def _fail(message: str, exit_code: int, *, show: bool = True) -> None:
 def _main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
+    from ifdistill.runs.rundir import RUN_DIR_LINK, resolved_tree
     from ifdistill.runs.sweeps import check_launch
-    from ifdistill.train.preflight import preflight
-    from ifdistill.runs.rundir import RUN_DIR_LINK
     from ifdistill.train.method import method_hooks
     from ifdistill.train.run import check_run_dir, refuse_if_running, resolve_run_dir, train
 
-    refuse_if_running(cfg)  # a duplicate launch is refused before the slower checks
-    preflight(cfg)  # before anything is written or loaded
-    check_run_dir(cfg)
-    check_launch(cfg)
+    tree = resolved_tree(cfg)
+    refuse_if_running(tree)  # a duplicate launch is refused before the slower checks
+    config = train_config(tree)  # preflight: before anything is written or loaded
+    check_run_dir(config)
+    check_launch(config.trainer)
     # The Hydra job dir (a sweep's <n>_<overrides>/) points at the run it trains (ifdistill-status).
     job_dir = Path(HydraConfig.get().runtime.output_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
-    if not method_hooks(cfg.method).works_alone(cfg):  # work done instead of training has no run
-        (job_dir / RUN_DIR_LINK).write_text(str(resolve_run_dir(cfg)[0].root) + "\n")
-    result = train(cfg, checked=True)
+    if not method_hooks(config.method).works_alone(config):  # work done instead of training has no run
+        (job_dir / RUN_DIR_LINK).write_text(str(resolve_run_dir(config.tree)[0].root) + "\n")
+    result = train(config, checked=True)
     from lightning.fabric.utilities.rank_zero import _get_rank
 
     if int(_get_rank() or 0) == 0:

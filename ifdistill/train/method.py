@@ -44,10 +44,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Optional
 
-from omegaconf import DictConfig, OmegaConf
-
 if TYPE_CHECKING:
     from ifdistill.data.build import DataConfig, TrainData
+    from ifdistill.train.schemas import TrainConfig
 
 
 class MethodError(RuntimeError):
@@ -79,7 +78,9 @@ class MethodHooks:
         return default
 
     @classmethod
-    def config_problems(cls, method: Mapping[str, Any], cfg: DictConfig) -> list[str]:
+    def config_problems(cls, method: Mapping[str, Any], tree: Mapping[str, Any]) -> list[str]:
+        """Problems of the ``method`` section read with the whole config ``tree`` (plain, resolved), each
+        one line naming its key."""
         return []
 
     @classmethod
@@ -87,24 +88,20 @@ class MethodHooks:
         return ()
 
     @classmethod
-    def works_alone(cls, cfg: DictConfig) -> bool:
+    def works_alone(cls, config: TrainConfig) -> bool:
         return False
 
     @classmethod
-    def run_alone(cls, cfg: DictConfig, build: Callable[[], tuple[Any, Any, bool]]) -> dict[str, Any]:
+    def run_alone(cls, config: TrainConfig, build: Callable[[], tuple[Any, Any, bool]]) -> dict[str, Any]:
         """Called when :meth:`works_alone`; ``build()`` returns ``(datamodule set up for fit, module, on_gpu)``."""
         raise NotImplementedError(f"{cls.__name__} has no work to do instead of training")
 
 
-def plain(node: Any) -> Any:
-    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
-
-
-def method_class(method: Any) -> type:
+def method_class(method: Optional[Mapping[str, Any]]) -> type:
     """The class named by a ``method`` section's ``_target_`` (a :class:`MethodHooks` subclass)."""
     from hydra.utils import get_class
 
-    target = (plain(method) or {}).get("_target_")
+    target = (method or {}).get("_target_")
     if not target:
         raise ValueError("method: no _target_ (the module class of the method)")
     cls = get_class(str(target))
@@ -113,7 +110,7 @@ def method_class(method: Any) -> type:
     return cls
 
 
-def method_hooks(method: Any) -> type:
+def method_hooks(method: Optional[Mapping[str, Any]]) -> type:
     """The hooks of the method ``method._target_`` names, without importing its module: ``HOOKS`` of the
     ``hooks`` module beside it (``ifdistill.methods.distill.hooks`` for
     ``ifdistill.methods.distill.module.ICLDistillModule``), which imports neither torch nor Lightning, so
@@ -121,7 +118,7 @@ def method_hooks(method: Any) -> type:
     such a module answers through its class (:func:`method_class`)."""
     import importlib
 
-    target = str((plain(method) or {}).get("_target_") or "")
+    target = str((method or {}).get("_target_") or "")
     package = target.rsplit(".", 2)[0] if target.count(".") >= 2 else ""
     try:
         hooks = importlib.import_module(f"{package}.hooks") if package else None
@@ -133,14 +130,14 @@ def method_hooks(method: Any) -> type:
     return found if isinstance(found, type) and issubclass(found, MethodHooks) else method_class(method)
 
 
-def teacher_views_of(method: Any) -> Optional[Mapping[str, Any]]:
+def teacher_views_of(method: Optional[Mapping[str, Any]]) -> Optional[Mapping[str, Any]]:
     """What the data layer attaches for ``method`` (:meth:`MethodHooks.teacher_views`); ``None`` for no section."""
     if method is None:
         return None
-    return method_hooks(method).teacher_views(plain(method))
+    return method_hooks(method).teacher_views(method)
 
 
-def constructor_args(method: Any) -> dict[str, Any]:
+def constructor_args(method: Mapping[str, Any]) -> dict[str, Any]:
     """The ``method`` section without the keys the data layer reads (the module's constructor arguments)."""
-    section = dict(plain(method))
+    section = dict(method)
     return {k: v for k, v in section.items() if k not in method_hooks(section).data_keys()}

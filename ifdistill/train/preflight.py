@@ -4,7 +4,7 @@ A wrong value must cost seconds and one line, not a model load, a Lightning star
 traceback and a run directory that ``ifdistill-status`` then lists as stopped. :func:`preflight` runs
 first in :func:`ifdistill.train.run.train` (and so before the run directory is created) and checks:
 
-- the plain-data sections against their schemas (unknown keys, types: :func:`ifdistill.config.validate`)
+- the plain-data sections against their schemas (unknown keys, types: :func:`ifdistill.config.check_sections`)
   and top-level keys against :data:`TOP_LEVEL` and the sections the method reads (``+foo=1`` is a typo, not a setting);
 - the keys of every section that builds an object (``trainer``, ``method``, ``logger``, each callback)
   against the signature of its ``_target_`` -- ``+trainer.max_stepz=5`` fails here, naming the key;
@@ -27,12 +27,11 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import numbers
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable
 
-from omegaconf import DictConfig, OmegaConf
-
-from ifdistill.config import ConfigError, validate
+from ifdistill.config import ConfigError, check_sections, lookup
 
 SAMPLE_ROWS = 50  # rows of each local data file loaded (and so validated) before training starts
 # Top-level keys of conf/train.yaml and its groups; anything else is a typo (`+lr=1e-3`).
@@ -94,17 +93,14 @@ RANGES: list[tuple[str, Callable[[Any], bool], str]] = [
 ]
 
 
-def _select(cfg: DictConfig, key: str) -> tuple[bool, Any]:
-    missing = object()
-    value = OmegaConf.select(cfg, key, default=missing)
-    return (False, None) if value is missing else (True, value)
+_ABSENT = object()
 
 
-def check_ranges(cfg: DictConfig) -> list[str]:
+def check_ranges(tree: Mapping[str, Any]) -> list[str]:
     problems = []
     for key, ok, what in RANGES:
-        present, value = _select(cfg, key)
-        if present and not ok(value):
+        value = lookup(tree, key, _ABSENT)
+        if value is not _ABSENT and not ok(value):
             problems.append(f"{key}={value!r} must be {what}")
     return problems
 
@@ -112,7 +108,7 @@ def check_ranges(cfg: DictConfig) -> list[str]:
 def check_target_keys(node: Any, name: str) -> list[str]:
     """Keys of ``node`` that its ``_target_``'s constructor does not accept (none if it takes **kwargs);
     a method's data keys (:meth:`~ifdistill.train.method.MethodHooks.data_keys`) are the data layer's."""
-    if not OmegaConf.is_dict(node) or not node.get("_target_"):
+    if not isinstance(node, Mapping) or not node.get("_target_"):
         return []
     from hydra.utils import get_object
 
@@ -142,14 +138,14 @@ def check_data(data_node: Any, method: Any = None, model: Any = None) -> list[st
 
     if data_node is None:
         return ["data: missing section"]
-    from ifdistill.train.method import plain, teacher_views_of
+    from ifdistill.train.method import teacher_views_of
 
     try:
         views = teacher_views_of(method)
     except Exception:  # noqa: BLE001 - an unimportable _target_ is reported by check_target_keys
         views = None
     try:
-        data = DataConfig.resolve(plain(data_node), icl=views, model=plain(model))
+        data = DataConfig.resolve(data_node, icl=views, model=model)
     except (ValueError, TypeError, KeyError) as err:
         return [f"data: {err}"]
     problems = [] if data.sources else ["data.sources is empty: nothing to train on"]
@@ -189,13 +185,13 @@ def check_heldout(heldout: int, role: str, spec: Any, examples: int) -> list[str
             "lower data.heldout or add rows"]
 
 
-def _method(cfg: DictConfig):
-    """The hooks of ``cfg.method`` (:func:`ifdistill.train.method.method_hooks`: no model code imported), or
-    ``None`` when there is no section or its ``_target_`` does not import (reported by :func:`check_target_keys`)."""
+def _method(tree: Mapping[str, Any]):
+    """The hooks of the ``method`` section (:func:`ifdistill.train.method.method_hooks`: no model code imported),
+    or ``None`` when there is no section or its ``_target_`` does not import (reported by :func:`check_target_keys`)."""
     from ifdistill.train.method import method_hooks
 
-    method = cfg.get("method")
-    if not OmegaConf.is_dict(method) and not isinstance(method, dict):
+    method = tree.get("method")
+    if not isinstance(method, Mapping):
         return None
     try:
         return method_hooks(method)
@@ -203,21 +199,19 @@ def _method(cfg: DictConfig):
         return None
 
 
-def method_sections(cfg: DictConfig) -> tuple[str, ...]:
+def method_sections(tree: Mapping[str, Any]) -> tuple[str, ...]:
     """Top-level sections the method reads besides ``method`` (:meth:`MethodHooks.sections`)."""
-    cls = _method(cfg)
+    cls = _method(tree)
     return cls.sections() if cls is not None else ()
 
 
-def check_method(cfg: DictConfig) -> list[str]:
+def check_method(tree: Mapping[str, Any]) -> list[str]:
     """The method's own checks (:meth:`ifdistill.train.method.MethodHooks.config_problems`)."""
-    from ifdistill.train.method import plain
-
-    cls = _method(cfg)
-    return cls.config_problems(plain(cfg.get("method")), cfg) if cls is not None else []
+    cls = _method(tree)
+    return cls.config_problems(tree["method"], tree) if cls is not None else []
 
 
-def check_extra_evals(cfg: DictConfig) -> list[str]:
+def check_extra_evals(tree: Mapping[str, Any]) -> list[str]:
     """The run's ``eval`` and each extra benchmark of the checkpoint-eval callback
     (``callbacks.checkpoint_eval.evals.<name>``) is a valid eval section (its benchmark's checks, no other
     benchmark's section set): a mistake there would otherwise surface at the first checkpoint."""
@@ -225,67 +219,68 @@ def check_extra_evals(cfg: DictConfig) -> list[str]:
     from ifdistill.evaluator.settings import eval_settings
 
     problems = []
-    checked = {"eval": cfg.get("eval"), **{f"callbacks.checkpoint_eval.evals.{name}": section for name, section
-                                           in (OmegaConf.select(cfg, "callbacks.checkpoint_eval.evals") or {}).items()}}
+    sections = lookup(tree, "callbacks.checkpoint_eval.evals") or {}
+    checked = {"eval": tree.get("eval"), **{f"callbacks.checkpoint_eval.evals.{name}": section
+                                            for name, section in sections.items()}}
     for name, section in checked.items():
         if section is None:
             continue
         try:
-            eval_settings(OmegaConf.to_container(section, resolve=True))
+            eval_settings(section)
         except Exception as err:  # noqa: BLE001 - schema and interpolation errors; the message names the key
             problems.append(f"{name}: {err}".replace("\n", " "))
-    sections = OmegaConf.select(cfg, "callbacks.checkpoint_eval.evals") or {}
     try:  # two sections on one W&B namespace would overwrite each other's keys
-        namespaces({None: OmegaConf.select(cfg, "eval.benchmark"), **{str(k): v.get("benchmark") for k, v in sections.items()}})
+        namespaces({None: lookup(tree, "eval.benchmark"), **{str(k): v.get("benchmark") for k, v in sections.items()}})
     except ValueError as err:
         problems.append(f"callbacks.checkpoint_eval.evals: {err}")
     return problems
 
 
-def check_divergence_policy(cfg: DictConfig) -> list[str]:
+def check_divergence_policy(tree: Mapping[str, Any]) -> list[str]:
     """``run.on_nonfinite=skip`` needs an optimizer that steps from ``param.grad`` (not DeepSpeed's
     partitions, :mod:`ifdistill.train.divergence`); ``run.resume_from`` names a run directory."""
     problems = []
-    node = OmegaConf.select(cfg, "trainer.strategy", default="")
-    strategy = str(node.get("_target_", "") if OmegaConf.is_dict(node) else node or "")
-    if OmegaConf.select(cfg, "run.on_nonfinite") == "skip" and "deepspeed" in strategy.lower():
+    node = lookup(tree, "trainer.strategy", "")
+    strategy = str(node.get("_target_", "") if isinstance(node, Mapping) else node or "")
+    if lookup(tree, "run.on_nonfinite") == "skip" and "deepspeed" in strategy.lower():
         problems.append("run.on_nonfinite=skip is not available with DeepSpeed (its optimizer steps from its "
                         "own gradient partitions): use run.on_nonfinite=stop")
-    origin = OmegaConf.select(cfg, "run.resume_from")
+    origin = lookup(tree, "run.resume_from")
     if origin and not (Path(str(origin)) / "checkpoints").is_dir():
         problems.append(f"run.resume_from: {origin} is not a run directory (it has no checkpoints/)")
     return problems
 
 
-def preflight(cfg: DictConfig, *, check_model: bool = True) -> None:
-    """Raise :class:`PreflightError` listing every problem of ``cfg`` that shows without loading a model."""
+def preflight(tree: Mapping[str, Any], *, check_model: bool = True) -> None:
+    """Raise :class:`PreflightError` listing every problem of the config ``tree`` (plain data, resolved:
+    :func:`ifdistill.runs.rundir.resolved_tree`) that shows without loading a model."""
     problems: list[str] = []
     try:
-        validate(cfg)
+        check_sections(tree)
     except ConfigError as err:
         problems.append(str(err).replace("\n", " "))
-    unknown = sorted(set(map(str, cfg.keys())) - TOP_LEVEL - set(method_sections(cfg)))
+    unknown = sorted(set(map(str, tree.keys())) - TOP_LEVEL - set(method_sections(tree)))
     if unknown:
         problems.append(f"unknown top-level key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}")
-    problems += check_ranges(cfg)
-    problems += check_divergence_policy(cfg)
-    problems += check_data(cfg.get("data"), cfg.get("method"), cfg.get("model"))
-    problems += check_method(cfg)
-    for name, node in (cfg.get("callbacks") or {}).items():  # null switches a callback off
-        if node is not None and not (OmegaConf.is_dict(node) and node.get("_target_")):
+    problems += check_ranges(tree)
+    problems += check_divergence_policy(tree)
+    problems += check_data(tree.get("data"), tree.get("method"), tree.get("model"))
+    problems += check_method(tree)
+    for name, node in (tree.get("callbacks") or {}).items():  # null switches a callback off
+        if node is not None and not (isinstance(node, Mapping) and node.get("_target_")):
             problems.append(f"callbacks.{name}: a callback is a mapping with a _target_, got {node!r} (settings "
                             f"for a callback the chosen callbacks group does not define? `callbacks.{name}=null` "
                             "switches one off)")
     if not problems:  # importing the targets (Lightning, the module classes) takes seconds: only now
         for name in TARGETS:
-            problems += check_target_keys(cfg.get(name), name)
-        for name, node in (cfg.get("callbacks") or {}).items():
+            problems += check_target_keys(tree.get(name), name)
+        for name, node in (tree.get("callbacks") or {}).items():
             problems += check_target_keys(node, f"callbacks.{name}")
-        problems += check_extra_evals(cfg)
+        problems += check_extra_evals(tree)
     if check_model and not problems:
         from ifdistill.models import ModelUnavailableError, check_model_available
 
-        model = cfg.get("model") or {}
+        model = tree.get("model") or {}
         try:
             check_model_available(str(model.get("name_or_path")), model.get("revision"))
         except ModelUnavailableError as err:

@@ -1,10 +1,13 @@
-"""``train(cfg)``: compose the data, module, callbacks, loggers and trainer from the config, then fit.
+"""``train(config)``: build the data, module, callbacks, loggers and trainer from a
+:class:`~ifdistill.train.schemas.TrainConfig`, then fit.
 
-Kept apart from ``@hydra.main`` (``ifdistill/train/cli.py``) so that tests and scripts call it with a
-composed config. Order matters:
+Kept apart from ``@hydra.main`` (``ifdistill/train/cli.py``, where the composed tree becomes the typed,
+preflight-checked config: :func:`ifdistill.train.cli.train_config`) so that tests and scripts call it with a
+config of their own. Order matters:
 
-1. check everything that shows without a model (:mod:`ifdistill.train.preflight`, then
-   :func:`check_run_dir`), so a typo fails in seconds and leaves no run directory behind;
+1. everything that shows without a model is checked before the config exists
+   (:mod:`ifdistill.train.preflight`), then :func:`check_run_dir`, so a typo fails in seconds and leaves
+   no run directory behind;
 2. derive the run directory from the config hash, take its lock (:class:`~ifdistill.train.run_lock.RunLock`:
    a second launch on a live run is refused, naming the holder), and look for a checkpoint to resume from
    (``run.resume``: ``auto`` resumes when one exists, ``never`` refuses an existing run, ``required``
@@ -34,11 +37,11 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-from omegaconf import DictConfig, OmegaConf
+from collections.abc import Mapping
 
 from ifdistill.models import resolve_model_path
-from ifdistill.train import schemas  # noqa: F401  (registers the schemas preflight validates)
-from ifdistill.config import ConfigError
+from ifdistill.train.schemas import TrainConfig
+from ifdistill.config import ConfigError, lookup
 from ifdistill.data.records import DataError
 from ifdistill.runs.rundir import HASH_IGNORE, RunDir, RunDirError, RunInfo, config_hash, hashed_config, run_id
 from ifdistill.train.loggers import build_loggers, close_loggers
@@ -47,10 +50,6 @@ from ifdistill.startup_heap import settle
 from ifdistill.write_failures import WriteFailed, as_write_failure
 
 log = logging.getLogger(__name__)
-
-
-def _container(node: Any) -> Any:
-    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
 
 
 def _global_rank() -> int:
@@ -62,48 +61,50 @@ def _global_rank() -> int:
     return 0
 
 
-def _on_gpu(trainer_cfg: DictConfig) -> bool:
+def _on_gpu(trainer: Mapping[str, Any]) -> bool:
     import torch
 
-    accel = str(trainer_cfg.get("accelerator", "auto"))
+    accel = str(trainer.get("accelerator", "auto"))
     return accel in ("gpu", "cuda") or (accel == "auto" and torch.cuda.is_available())
 
 
-def hash_ignore(cfg: DictConfig) -> list[str]:
+def hash_ignore(tree: Mapping[str, Any]) -> list[str]:
     """The keys left out of ``config_hash``: ``run.hash_ignore``, or :data:`~ifdistill.runs.rundir.HASH_IGNORE`."""
-    configured = cfg.run.get("hash_ignore")
+    configured = lookup(tree, "run.hash_ignore")
     return list(configured) if configured is not None else list(HASH_IGNORE)
 
 
-def resolve_run_dir(cfg: DictConfig) -> tuple[RunDir, str, str]:
-    """``(run dir, run id, config hash)`` for a composed config."""
-    digest = config_hash(cfg, hash_ignore(cfg))
-    rid = run_id(str(cfg.run.name), digest)
-    root = cfg.run.dir or Path(cfg.paths.output_root) / str(cfg.task_name) / "runs" / rid
+def resolve_run_dir(tree: Mapping[str, Any]) -> tuple[RunDir, str, str]:
+    """``(run dir, run id, config hash)`` of a config tree (plain, resolved: :attr:`TrainConfig.tree`): the
+    run directory is named by the hash of what the config trains (:mod:`ifdistill.runs.rundir`)."""
+    digest = config_hash(tree, hash_ignore(tree))
+    rid = run_id(str(lookup(tree, "run.name")), digest)
+    runs = Path(str(lookup(tree, "paths.output_root"))) / str(tree["task_name"]) / "runs"
+    root = lookup(tree, "run.dir") or runs / rid
     return RunDir(Path(root).absolute()), rid, digest
 
 
-def refuse_if_running(cfg: DictConfig) -> None:
+def refuse_if_running(tree: Mapping[str, Any]) -> None:
     """Refuse at once when a live launch holds this config's run directory (before the slower checks)."""
     if _global_rank() != 0:
         return
     try:
-        rd = resolve_run_dir(cfg)[0]
+        rd = resolve_run_dir(tree)[0]
     except Exception:  # noqa: BLE001 - a config that cannot resolve: preflight names the problem
         return
     RunLock(rd.lock_file).check()
 
 
-def check_run_dir(cfg: DictConfig) -> None:
+def check_run_dir(config: TrainConfig) -> None:
     """Raise :class:`~ifdistill.runs.rundir.RunDirError` when the run directory cannot take this launch (after
     preflight, before anything is written): it holds another config's run (the error names the keys
     that changed), ``run.resume=never`` meets a run there, or ``run.resume=required`` no checkpoint.
     Rank 0 checks (the other ranks start when rank 0's launch has written the run)."""
     if _global_rank() != 0:
         return
-    rd, rid, digest = resolve_run_dir(cfg)
-    rd.check_config(cfg, digest, hash_ignore(cfg))
-    resume = str(cfg.run.resume)
+    rd, rid, digest = resolve_run_dir(config.tree)
+    rd.check_config(config.tree, digest, hash_ignore(config.tree))
+    resume = str(config.run.resume)
     if resume not in ("never", "required"):
         return
     from ifdistill.train.checkpointing import find_resume_checkpoint
@@ -115,7 +116,7 @@ def check_run_dir(cfg: DictConfig) -> None:
         raise RunDirError(f"run.resume=required but {rd.checkpoints} holds no complete checkpoint")
 
 
-def _callbacks(cfg: DictConfig, run: RunInfo, *, progress_bar: bool, started_elsewhere: bool = False) -> list:
+def _callbacks(config: TrainConfig, run: RunInfo, *, progress_bar: bool, started_elsewhere: bool = False) -> list:
     """The divergence guard, checkpointing and requeue handling, then the ``callbacks`` group; a callback
     whose constructor takes ``run`` is given the :class:`~ifdistill.runs.rundir.RunInfo` of this run."""
     from hydra.utils import get_class, instantiate
@@ -126,21 +127,21 @@ def _callbacks(cfg: DictConfig, run: RunInfo, *, progress_bar: bool, started_els
 
     from ifdistill.train.progress import ProgressLog, StepProgressBar
 
-    checkpoint = StepCheckpoint(run.dir.checkpoints, every_n_steps=cfg.run.checkpoint_every_n_steps,
-                                keep_last=cfg.run.keep_last_checkpoints)
+    checkpoint = StepCheckpoint(run.dir.checkpoints, every_n_steps=config.run.checkpoint_every_n_steps,
+                                keep_last=config.run.keep_last_checkpoints)
     # first: a non-finite step stops before any later callback exports or evaluates its weights
-    guard = NonFiniteGuard(str(cfg.run.get("on_nonfinite", "stop")), int(cfg.run.get("max_skipped_steps", 10)), run)
+    guard = NonFiniteGuard(config.run.on_nonfinite, config.run.max_skipped_steps, run)
     callbacks = [guard, checkpoint, RequeueOnSignal(checkpoint)]
     if started_elsewhere:  # run.resume_from: this run's learning rate, not the restored one
         callbacks.append(ConfiguredLearningRate())
     if progress_bar:
         callbacks.append(StepProgressBar())
     else:  # a log, not a terminal: plain progress lines instead of a bar
-        callbacks.append(ProgressLog(int(cfg.trainer.get("log_every_n_steps", 10))))
-    for name, node in (cfg.get("callbacks") or {}).items():
-        if OmegaConf.is_dict(node) and node.get("_target_"):
-            log.debug("callback %s: %s", name, node._target_)
-            takes_run = "run" in inspect.signature(get_class(str(node._target_))).parameters
+        callbacks.append(ProgressLog(int(config.trainer.get("log_every_n_steps", 10))))
+    for name, node in config.callbacks.items():
+        if isinstance(node, Mapping) and node.get("_target_"):
+            log.debug("callback %s: %s", name, node["_target_"])
+            takes_run = "run" in inspect.signature(get_class(str(node["_target_"]))).parameters
             # resolved plain values, never the tree (a nested _target_ stays a plain dict under _recursive_: false);
             # the run is given afterwards, so it stays the object it is
             build = instantiate(node, _convert_="all", _partial_=True)
@@ -148,40 +149,38 @@ def _callbacks(cfg: DictConfig, run: RunInfo, *, progress_bar: bool, started_els
     return callbacks
 
 
-def build_module(cfg: DictConfig, *, val_names: list[str], on_gpu: bool):
-    """The LightningModule named by ``cfg.method`` (``_target_``) with the model/peft/optim sections and the
-    run settings every method takes (:mod:`ifdistill.train.method`)."""
+def build_module(config: TrainConfig, *, val_names: list[str], on_gpu: bool):
+    """The LightningModule named by the ``method`` section (``_target_``) with the model/peft/optim sections
+    and the run settings every method takes (:mod:`ifdistill.train.method`)."""
     from hydra.utils import instantiate
 
     from ifdistill.train.method import constructor_args
 
     dtype = None if on_gpu else "float32"
-    return instantiate(constructor_args(cfg.method), _convert_="all", model=_container(cfg.model),
-                       peft=_container(cfg.peft), optim=_container(cfg.optim), seed=int(cfg.seed),
-                       val_names=val_names, dtype=dtype,
-                       gradient_checkpointing=bool(cfg.get("gradient_checkpointing", False)),
-                       logit_chunk_size=cfg.get("logit_chunk_size"),
-                       validate_at_start=bool(cfg.run.validate_at_start),
-                       drift_from_base=bool(cfg.run.drift_from_base))
+    return instantiate(constructor_args(config.method), _convert_="all", model=config.section("model"),
+                       peft=config.section("peft"), optim=config.section("optim"), seed=config.seed,
+                       val_names=val_names, dtype=dtype, gradient_checkpointing=config.gradient_checkpointing,
+                       logit_chunk_size=config.logit_chunk_size, validate_at_start=config.run.validate_at_start,
+                       drift_from_base=config.run.drift_from_base)
 
 
-def resolve_data(cfg: DictConfig):
+def resolve_data(config: TrainConfig):
     """The data and model sections as the data layer reads them, with the teacher views the method asks
     for (one typed object)."""
     from ifdistill.data.build import DataConfig
     from ifdistill.train.method import teacher_views_of
 
-    return DataConfig.resolve(_container(cfg.data), icl=teacher_views_of(cfg.method), model=_container(cfg.model))
+    return DataConfig.resolve(config.data, icl=teacher_views_of(config.method), model=config.section("model"))
 
 
-def build_datamodule(cfg: DictConfig, rd: Optional[RunDir] = None, data=None):
+def build_datamodule(config: TrainConfig, rd: Optional[RunDir] = None, data=None):
     from ifdistill.train.datamodule import TrainDataModule
     from ifdistill.train.method import method_class
 
-    data = data if data is not None else resolve_data(cfg)
-    return TrainDataModule(data, _container(cfg.model), method=method_class(cfg.method),
+    data = data if data is not None else resolve_data(config)
+    return TrainDataModule(data, config.section("model"), method=method_class(config.method),
                            manifest_path=str(rd.manifest) if rd is not None else None,
-                           **_container(cfg.datamodule))
+                           **config.section("datamodule"))
 
 
 def start_checkpoint(origin: Path, digest: str) -> Path:
@@ -206,7 +205,7 @@ def failure_line(err: BaseException) -> str:
     return text if isinstance(err, (ConfigError, DataError, WriteFailed)) else f"{type(err).__name__}: {text}"
 
 
-def build_trainer(cfg: DictConfig, overrides: dict[str, Any]):
+def build_trainer(trainer: Mapping[str, Any], overrides: dict[str, Any]):
     """The ``trainer`` group with this run's callbacks, loggers and translations. Lightning refuses a
     trainer this machine cannot run (``trainer.accelerator=gpu`` without a GPU, an unknown strategy) with
     a ``MisconfigurationException``; that is the user's to fix, so it is a :class:`ConfigError` naming
@@ -216,49 +215,47 @@ def build_trainer(cfg: DictConfig, overrides: dict[str, Any]):
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
     try:
-        return instantiate(cfg.trainer, **overrides)
+        return instantiate(trainer, **overrides)
     except InstantiationException as err:  # Hydra wraps what the Trainer raised
         if not isinstance(err.__cause__, MisconfigurationException):
             raise
-        settings = ", ".join(f"trainer.{k}={cfg.trainer.get(k)}" for k in ("accelerator", "devices", "strategy")
-                             if cfg.trainer.get(k) is not None)
+        settings = ", ".join(f"trainer.{k}={trainer.get(k)}" for k in ("accelerator", "devices", "strategy")
+                             if trainer.get(k) is not None)
         raise ConfigError(f"{settings}: this machine cannot run it: {err.__cause__}") from None
 
 
-def train(cfg: DictConfig, *, checked: bool = False) -> dict[str, Any]:
+def train(config: TrainConfig, *, checked: bool = False) -> dict[str, Any]:
     """Train as configured; returns run id, hash, run dir, final step and the last logged metrics.
 
-    ``checked``: :func:`~ifdistill.train.preflight.preflight` and :func:`check_run_dir` already passed
-    (the CLI runs them first)."""
+    ``config`` passed preflight when it was made (:func:`ifdistill.train.cli.train_config`). ``checked``:
+    :func:`check_run_dir` passed too (the CLI runs it first)."""
     from ifdistill.cli.console import quiet_console
-    from ifdistill.train.preflight import preflight
     from ifdistill.train.progress import single_log_output
 
     if not checked:
-        refuse_if_running(cfg)
-        preflight(cfg)  # every plain-data mistake, before any model, Trainer or run directory exists
-        check_run_dir(cfg)
+        refuse_if_running(config.tree)
+        check_run_dir(config)
     single_log_output()
     from ifdistill.train.method import method_class
 
     def build() -> tuple[Any, Any, bool]:
-        dm = build_datamodule(cfg)
+        dm = build_datamodule(config)
         dm.setup("fit")
-        gpu = _on_gpu(cfg.trainer)
-        return dm, build_module(cfg, val_names=dm.val_names, on_gpu=gpu), gpu
+        gpu = _on_gpu(config.trainer)
+        return dm, build_module(config, val_names=dm.val_names, on_gpu=gpu), gpu
 
-    method = method_class(cfg.method)
-    if method.works_alone(cfg):  # e.g. the teacher pass alone: no run directory
+    method = method_class(config.method)
+    if method.works_alone(config):  # e.g. the teacher pass alone: no run directory
         settle()  # the heavy modules are in: freeze them, resume the collector (ifdistill.startup_heap)
-        return method.run_alone(cfg, build)
-    rd, rid, digest = resolve_run_dir(cfg)
-    quiet_console(rd.logs, verbose=bool(cfg.run.get("verbose", False)),
-                  wandb=str(OmegaConf.select(cfg, "logger._target_") or "").endswith("WandbLogger"))
+        return method.run_alone(config, build)
+    rd, rid, digest = resolve_run_dir(config.tree)
+    quiet_console(rd.logs, verbose=config.run.verbose,
+                  wandb=str((config.logger or {}).get("_target_") or "").endswith("WandbLogger"))
     lock = RunLock(rd.lock_file) if _global_rank() == 0 else None  # other ranks run under rank 0's lock
     if lock is not None:
         lock.acquire()
     try:
-        return _train_locked(cfg, rd, rid, digest, lock)
+        return _train_locked(config, rd, rid, digest, lock)
     except Exception as err:  # recorded as the launch's failure (ifdistill-status shows the cause), then raised
         written = as_write_failure(err, near=rd.root)  # a full disk or a refused write: one line, the same here
         if lock is not None and type(err).__name__ != "TrainingDiverged":  # a divergence is recorded as such
@@ -274,7 +271,7 @@ def train(cfg: DictConfig, *, checked: bool = False) -> dict[str, Any]:
             lock.release()
 
 
-def _train_locked(cfg: DictConfig, rd: RunDir, rid: str, digest: str, lock: Optional[RunLock]) -> dict[str, Any]:
+def _train_locked(config: TrainConfig, rd: RunDir, rid: str, digest: str, lock: Optional[RunLock]) -> dict[str, Any]:
     import lightning.pytorch as pl
 
     from ifdistill.train.checkpointing import find_resume_checkpoint
@@ -283,47 +280,49 @@ def _train_locked(cfg: DictConfig, rd: RunDir, rid: str, digest: str, lock: Opti
     from ifdistill.train.progress import want_progress_bar
     from ifdistill.runs.sweeps import swept_values
 
-    data = resolve_data(cfg)  # checked by preflight; resolved once for the datamodule
+    data = resolve_data(config)  # checked by preflight; resolved once for the datamodule
     # the lock holder sets incomplete or unreadable checkpoints aside before choosing one
     # (run.resume was checked by check_run_dir)
     ckpt = find_resume_checkpoint(rd.checkpoints, set_aside=lock is not None)
-    elsewhere = ckpt is None and bool(cfg.run.get("resume_from"))
+    elsewhere = ckpt is None and bool(config.run.resume_from)
     if elsewhere:
-        ckpt = start_checkpoint(Path(str(cfg.run.resume_from)), digest)
+        ckpt = start_checkpoint(Path(str(config.run.resume_from)), digest)
     if lock is not None:
-        rd.write_launch(cfg, run_id=rid, digest=digest, ignore=hash_ignore(cfg),
+        rd.write_launch(config.tree, run_id=rid, digest=digest, ignore=hash_ignore(config.tree),
                         resumed_from=str(ckpt) if ckpt else None, took_over_lock=lock.took_over)
         if lock.took_over:
             log.warning("run %s: took over the lock of a launch that is gone (%s)", rid, lock.took_over)
         log.info("run %s in %s%s", rid, rd.root, f", resuming from {ckpt.name}" if ckpt else "")
-    pl.seed_everything(int(cfg.seed), workers=True, verbose=False)
+    pl.seed_everything(config.seed, workers=True, verbose=False)
 
-    gpu = _on_gpu(cfg.trainer)
-    dm = build_datamodule(cfg, rd, data)
-    module = build_module(cfg, val_names=dm.val_names, on_gpu=gpu)
-    run = RunInfo(rd, run_id=rid, config_hash=digest, seed=int(cfg.seed), method=type(module).__name__,
-                  base_model=resolve_model_path(str(cfg.model.name_or_path)))
+    gpu = _on_gpu(config.trainer)
+    dm = build_datamodule(config, rd, data)
+    module = build_module(config, val_names=dm.val_names, on_gpu=gpu)
+    run = RunInfo(rd, run_id=rid, config_hash=digest, seed=config.seed, method=type(module).__name__,
+                  base_model=resolve_model_path(config.model.name_or_path))
 
-    accumulate = int(cfg.trainer.get("accumulate_grad_batches", 1))
-    loggers = build_loggers(_container(cfg.get("logger")), rd, rid, group=cfg.run.get("group"))  # W&B's run is created by the first log, after the trainer exists
-    bar = want_progress_bar(cfg.trainer.get("enable_progress_bar", "auto"))
-    overrides: dict[str, Any] = dict(callbacks=_callbacks(cfg, run, progress_bar=bar, started_elsewhere=elsewhere),
+    accumulate = int(config.trainer.get("accumulate_grad_batches", 1))
+    # W&B's run is created by the first log, after the trainer exists
+    loggers = build_loggers(config.logger, rd, rid, group=config.run.group)
+    bar = want_progress_bar(config.trainer.get("enable_progress_bar", "auto"))
+    overrides: dict[str, Any] = dict(callbacks=_callbacks(config, run, progress_bar=bar, started_elsewhere=elsewhere),
                                      logger=loggers or False,
                                      default_root_dir=str(rd.root), use_distributed_sampler=False,
                                      enable_progress_bar=bar)
-    if str(cfg.trainer.get("precision", "auto")) == "auto":
+    if str(config.trainer.get("precision", "auto")) == "auto":
         overrides["precision"] = "bf16-mixed" if gpu else "32-true"
     if dm.val_names:
-        overrides.update(val_check_interval=int(cfg.run.eval_every_n_steps) * accumulate,
+        overrides.update(val_check_interval=config.run.eval_every_n_steps * accumulate,
                          check_val_every_n_epoch=None)
     else:
         overrides["limit_val_batches"] = 0
     failed, preempted = True, None
     try:
-        trainer = build_trainer(cfg, overrides)
+        trainer = build_trainer(config.trainer, overrides)
+        hashed = hashed_config(config.tree, hash_ignore(config.tree))
         for lg in loggers:  # the config that defines the run, with its identity, in every logger (W&B config)
-            lg.log_hyperparams({"run_id": rid, "config_hash": digest, **hashed_config(cfg, hash_ignore(cfg)),
-                                **swept_values(cfg)})  # sweep/<key>: what ifdistill.tracking.wandb_view groups by
+            # sweep/<key>: what ifdistill.tracking.wandb_view groups by
+            lg.log_hyperparams({"run_id": rid, "config_hash": digest, **hashed, **swept_values(config.tree)})
         settle()  # the heavy modules are in: freeze them, resume the collector (ifdistill.startup_heap)
         trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt) if ckpt else None)
         failed = False

@@ -1,16 +1,18 @@
-"""Schemas of the plain-data config sections that ``ifdistill-train`` owns (checked at start-up).
+"""``ifdistill-train``'s configuration as typed objects: the schemas of its plain-data sections and
+:class:`TrainConfig`, what :func:`ifdistill.train.run.train` and everything below it read.
 
-Sections that build objects (``method``, ``trainer``, ``logger``) carry a ``_target_`` and are checked
-by instantiating them before training starts; these sections are plain data, so a typo'd key or a
-wrong type must fail here, naming the key, not at step 500.
+Sections that build objects (``method``, ``trainer``, ``logger``, each callback) carry a ``_target_``
+and are checked against their target's signature by preflight; these sections are plain data, so a
+typo'd key or a wrong type fails here, naming the key, not at step 500.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ifdistill.config import register_schema
+from ifdistill.config import ModelSchema, check_schema, register_schema
 
 
 @dataclass
@@ -69,3 +71,49 @@ class PeftSchema:
 SCHEMAS: dict[str, Any] = {"run": RunSchema, "optim": OptimSchema, "datamodule": DataModuleSchema, "peft": PeftSchema}
 for _name, _schema in SCHEMAS.items():
     register_schema(_name, _schema)
+
+
+@dataclass
+class TrainConfig:
+    """One training job's configuration, typed and checked (built at the command's edge by
+    :func:`ifdistill.train.cli.train_config`, after preflight).
+
+    The plain-data sections are their schemas' objects; the sections that build objects (``method``,
+    ``trainer``, ``logger``, ``callbacks``) and ``data`` (typed by the data layer,
+    :class:`ifdistill.data.build.DataConfig`) are plain resolved mappings, as their constructors take them.
+    ``tree`` is the whole configuration as plain data: what the run directory's hash is computed from and
+    what ``config.yaml`` and the loggers record (:func:`ifdistill.runs.rundir.resolved_tree`).
+    """
+
+    tree: dict[str, Any]
+    run: RunSchema
+    model: ModelSchema
+    optim: OptimSchema
+    datamodule: DataModuleSchema
+    peft: PeftSchema
+    task_name: str = "train"
+    seed: int = 42
+    gradient_checkpointing: bool = False
+    logit_chunk_size: Optional[int] = None
+    method: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    trainer: dict[str, Any] = field(default_factory=dict)
+    callbacks: dict[str, Any] = field(default_factory=dict)
+    logger: Optional[dict[str, Any]] = None
+    paths: dict[str, Any] = field(default_factory=dict)  # where things are read and written (PathsSchema, checked)
+
+    @classmethod
+    def from_tree(cls, tree: Mapping[str, Any]) -> TrainConfig:
+        """The typed config of a plain resolved tree; a section that does not fit its schema raises
+        :class:`~ifdistill.config.ConfigError` naming the key (preflight has reported it already)."""
+        typed = {name: check_schema(schema, tree.get(name) or {}, f"config section '{name}'", as_object=True)
+                 for name, schema in (("run", RunSchema), ("model", ModelSchema), ("optim", OptimSchema),
+                                      ("datamodule", DataModuleSchema), ("peft", PeftSchema))}
+        plain = {name: tree[name] for name in ("task_name", "seed", "gradient_checkpointing", "logit_chunk_size",
+                                               "method", "data", "trainer", "logger", "paths") if name in tree}
+        return cls(tree=dict(tree), **typed, **plain, callbacks=dict(tree.get("callbacks") or {}))
+
+    def section(self, name: str) -> Any:
+        """A top-level section as plain data (``model`` as written, or a section a method reads, such as
+        off-policy distillation's ``teacher_pass``); ``None`` when the config has none."""
+        return self.tree.get(name)

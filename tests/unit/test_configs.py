@@ -76,10 +76,12 @@ def _case_id(primary: str, group: str | None, option: str | None) -> str:
 
 
 def _train_hash(cfg) -> str:
+    """The run directory's hash as training computes it: from the typed config's tree."""
+    from ifdistill.runs.rundir import config_hash, resolved_tree
     from ifdistill.train.run import hash_ignore
-    from ifdistill.runs.rundir import config_hash
 
-    return config_hash(cfg, hash_ignore(cfg))
+    tree = resolved_tree(cfg)
+    return config_hash(tree, hash_ignore(tree))
 
 
 @pytest.mark.parametrize("primary,group,option", list(_cases()))

@@ -69,6 +69,6 @@ def test_multirun_refuses_lightning_launched_ranks_on_the_local_launcher(devices
         del cfg["hydra"]
     if refused:
         with pytest.raises(ValueError, match="re-run the whole sweep"):
-            check_launch(cfg)
+            check_launch(cfg.trainer)
     else:
-        check_launch(cfg)
+        check_launch(cfg.trainer)

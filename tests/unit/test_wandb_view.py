@@ -167,7 +167,7 @@ def test_runs_outside_a_sweep_preset_log_no_sweep_keys():
     from hydra.core.hydra_config import HydraConfig
 
     assert swept_values(compose(["experiment=demo"])) == {}  # a preset without hydra.sweeper.params
-    HydraConfig.instance().cfg = None  # a programmatic train(cfg) call: no Hydra at all
+    HydraConfig.instance().cfg = None  # a programmatic train(config) call: no Hydra at all
     assert swept_values(OmegaConf.create({"seed": 1, "method": {"_target_": "x"}})) == {}
 
 

@@ -44,7 +44,7 @@ class DistillHooks(SFTHooks):
         return SharedDemoCollator(tokenizer, built.examples, built.demo_pool, data.icl, pad_token_id=pad)
 
     @classmethod
-    def config_problems(cls, method: Mapping[str, Any], cfg: Any) -> list[str]:
+    def config_problems(cls, method: Mapping[str, Any], tree: Mapping[str, Any]) -> list[str]:
         """A method that reads a teacher cache can share one (:func:`~ifdistill.methods.distill.teacher_pass_runner.cache_refusal`)."""
         from ifdistill.methods.distill.teacher_pass_runner import cache_refusal
 
@@ -56,16 +56,16 @@ class DistillHooks(SFTHooks):
         return ("teacher_pass",)  # +teacher_pass.{only,shard,num_shards}: teacher_pass_runner.teacher_pass_only
 
     @classmethod
-    def works_alone(cls, cfg: Any) -> bool:
-        return bool((cfg.get("teacher_pass") or {}).get("only"))
+    def works_alone(cls, config: Any) -> bool:
+        return bool((config.section("teacher_pass") or {}).get("only"))
 
     @classmethod
-    def run_alone(cls, cfg: Any, build: Any) -> dict[str, Any]:
+    def run_alone(cls, config: Any, build: Any) -> dict[str, Any]:
         """``+teacher_pass.only=true``: the teacher pass alone, no run directory, no training."""
         from ifdistill.methods.distill.teacher_pass_runner import teacher_pass_only
 
         dm, module, gpu = build()
-        return teacher_pass_only(cfg.get("teacher_pass"), dm, module, gpu=gpu)
+        return teacher_pass_only(config.section("teacher_pass"), dm, module, gpu=gpu)
 
 
 HOOKS = DistillHooks

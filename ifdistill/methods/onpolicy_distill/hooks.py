@@ -32,9 +32,8 @@ class OnPolicyDistillHooks(DistillHooks):
                 "extra_demos": own_demo if method.get("own_demo", False) else None}
 
     @classmethod
-    def config_problems(cls, method: Mapping[str, Any], cfg: Any) -> list[str]:
-        from omegaconf import OmegaConf
-
+    def config_problems(cls, method: Mapping[str, Any], tree: Mapping[str, Any]) -> list[str]:
+        from ifdistill.config import lookup
         from ifdistill.methods.onpolicy_distill.checks import setting_problems
 
         problems = setting_problems(method)
@@ -45,12 +44,12 @@ class OnPolicyDistillHooks(DistillHooks):
         if (int(views["k"]) > 0 or views["extra_demos"] is not None) and views["demos"] != "per_example":
             problems.append("method=onpolicy_distill needs method.demos=per_example (the teacher's view is rebuilt "
                             "around each sample)")
-        node = OmegaConf.select(cfg, "trainer.strategy", default="")
-        strategy = str(node.get("_target_", "") if OmegaConf.is_dict(node) else node or "")
+        node = lookup(tree, "trainer.strategy", "")
+        strategy = str(node.get("_target_", "") if isinstance(node, Mapping) else node or "")
         if "deepspeed" in strategy.lower():
             problems.append("method=onpolicy_distill normalises gradients after sampling, from param.grad, which "
                             "DeepSpeed partitions: use ddp, fsdp or a single device")
-        devices = OmegaConf.select(cfg, "trainer.devices", default=1)
+        devices = lookup(tree, "trainer.devices", 1)
         if method.get("engine", "hf") == "vllm" and str(devices) not in ("1", "auto"):
             problems.append(f"method.engine=vllm runs one colocated engine per process on its first device: it "
                             f"needs trainer.devices=1 (got {devices}); use engine=hf with several devices")
@@ -61,7 +60,7 @@ class OnPolicyDistillHooks(DistillHooks):
         return ()
 
     @classmethod
-    def works_alone(cls, cfg: Any) -> bool:
+    def works_alone(cls, config: Any) -> bool:
         return False
 
 

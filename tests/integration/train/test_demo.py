@@ -19,6 +19,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from ifdistill.train.cli import train_config
+
 from ifdistill.train.run import train
 
 pytestmark = pytest.mark.slow
@@ -36,7 +38,7 @@ def _cfg(tmp_path):
 
 
 def test_demo_trains_and_a_rerun_finds_its_finished_run(tmp_path):
-    first = train(_cfg(tmp_path))
+    first = train(train_config(_cfg(tmp_path)))
     run_dir = Path(first["run_dir"])
     assert run_dir.parent == tmp_path / "train" / "runs" and run_dir.name == f"demo-{first['config_hash'][:12]}"
     for rel in ("config.yaml", "run.json", "data/manifest.json", "checkpoints/step=000020.ckpt", "exports"):
@@ -48,7 +50,7 @@ def test_demo_trains_and_a_rerun_finds_its_finished_run(tmp_path):
     curve = [float(r[ce]) for r in rows[1:] if r[ce]]
     assert len(curve) == 2 and curve[-1] < curve[0] - 0.5, curve  # step 0, then step 20
 
-    again = train(_cfg(tmp_path))  # the same command after the end (or a crash): same run, nothing retrained
+    again = train(train_config(_cfg(tmp_path)))  # the same command after the end (or a crash): same run, nothing retrained
     assert again["run_id"] == first["run_id"] and again["global_step"] == 20
     assert again["resumed_from"].endswith("step=000020.ckpt")
     launches = json.loads((run_dir / "run.json").read_text())["launches"]
@@ -67,7 +69,7 @@ def test_distillation_with_replay_through_the_cli_config(tmp_path):
             "trainer.log_every_n_steps=2", "run.eval_every_n_steps=1000", "run.checkpoint_every_n_steps=4",
             "run.validate_at_start=false", "data.heldout=0", "+data.sources.0.max_examples=64",
             "datamodule.micro_batch_size=4"])
-    out = train(cfg)
+    out = train(train_config(cfg))
     assert out["global_step"] == 4 and "train/kd" in out["metrics"]
     manifest = json.loads((Path(out["run_dir"]) / "data" / "manifest.json").read_text())
     assert manifest["icl"]["k"] == 2 and manifest["icl"]["demos"] == "shared"

@@ -13,6 +13,8 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from ifdistill.train.cli import train_config
+
 from ifdistill.train.run import train
 
 pytestmark = pytest.mark.slow
@@ -34,7 +36,7 @@ def test_twenty_onpolicy_steps_with_hf_generation(tmp_path):
             "trainer.log_every_n_steps=5", "optim.lr=1e-3", f"run.eval_every_n_steps={STEPS}",
             f"run.checkpoint_every_n_steps={STEPS}", "run.validate_at_start=false",
             f"paths.output_root={tmp_path}", f"paths.output_dir={tmp_path}/hydra"])
-    out = train(cfg)
+    out = train(train_config(cfg))
     assert out["global_step"] == STEPS
     rows = list(csv.DictReader(next(Path(out["run_dir"]).rglob("metrics.csv")).open()))
     logged = [r for r in rows if r.get("onpolicy/sampled_len")]

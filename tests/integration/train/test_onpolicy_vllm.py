@@ -17,6 +17,8 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from ifdistill.train.cli import train_config
+
 from ifdistill.train.run import train
 from tests.support import require
 
@@ -71,7 +73,7 @@ def test_twenty_onpolicy_steps_with_a_colocated_vllm_engine(tmp_path, peft):
             "trainer.log_every_n_steps=5", "optim.lr=5e-2" if peft == "lora" else "optim.lr=5e-3",
             f"run.eval_every_n_steps={STEPS}", f"run.checkpoint_every_n_steps={STEPS}", "run.validate_at_start=false",
             f"paths.output_root={tmp_path}", f"paths.output_dir={tmp_path}/hydra"])
-    out = train(cfg)
+    out = train(train_config(cfg))
     assert out["global_step"] == STEPS
     assert math.isfinite(out["metrics"]["train/loss"]) and out["metrics"]["onpolicy/staleness_steps"] == 0
     assert [step for step, _, _ in GreedyParity.seen] == list(CHECKS)

@@ -26,6 +26,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from ifdistill.train.cli import train_config
 from ifdistill.train.run import train
 from tests.integration.train.runs import ROOT
 
@@ -94,7 +95,7 @@ def _job(cfg, out: Path) -> None:
     """One job of :func:`_together`, in a forked process: train, write the summary, leave."""
     code = 1
     try:
-        result = train(cfg)
+        result = train(train_config(cfg))
         (out / "summary.json").write_text(json.dumps({k: v for k, v in result.items() if k != "metrics"}))
         code = 0
     finally:
@@ -126,7 +127,7 @@ def test_runs_started_together_compute_each_view_once_and_train_as_one_after_ano
     alone = {}
     for run in RUNS:  # one after another, each with its own cache: the reference
         out = tmp_path / "alone" / f"{run[0]}-{run[1]}"
-        result = train(_cfg(_overrides(out, out / "cache", *run), out))
+        result = train(train_config(_cfg(_overrides(out, out / "cache", *run), out)))
         assert result["teacher_pass"]["computed_views"] == len(_reads(out)) > 0
         alone[run] = _weights(result)
 
@@ -162,13 +163,13 @@ def test_a_run_computes_what_it_reads_and_a_resumed_run_what_it_reads_next(tmp_p
         runs = _overrides(out, cache, 0.0, 1, data=data, steps=steps, micro_batch=1)
         return _cfg([*runs, "run.checkpoint_every_n_steps=20", *extra], out)
 
-    first = train(cfg(first_out, 20))["teacher_pass"]
+    first = train(train_config(cfg(first_out, 20)))["teacher_pass"]
     read_first = _reads(first_out)
     assert first["computed_views"] == first["views"] == len(read_first) == 20  # 20 steps x 1, all distinct
     assert set(_keys(cache)) == read_first  # not the 4 examples it never read
 
     run_first = next((tmp_path / "first" / "train" / "runs").iterdir())
-    then = train(cfg(then_out, 30, f"run.resume_from={run_first}"))
+    then = train(train_config(cfg(then_out, 30, f"run.resume_from={run_first}")))
     assert then["global_step"] == 30
     p, read_then = then["teacher_pass"], _reads(then_out)
     again = read_then & read_first
@@ -182,7 +183,7 @@ def test_the_pass_as_its_own_command_in_parts_then_training_computes_nothing(tmp
     """``+teacher_pass.only=true`` as two tasks of an array (part 0 and 1 of 2), then the run: all hits."""
     from omegaconf import open_dict
 
-    from ifdistill.train.preflight import PreflightError, preflight
+    from ifdistill.train.preflight import PreflightError
 
     torch.set_num_threads(1)
     cache = tmp_path / "cache"
@@ -191,15 +192,15 @@ def test_the_pass_as_its_own_command_in_parts_then_training_computes_nothing(tmp
         cfg = _cfg(_overrides(tmp_path / "out", cache, 0.25, 1), tmp_path)
         with open_dict(cfg):
             cfg.teacher_pass = {"only": True, "shard": shard, "num_shards": 2}
-        parts.append(train(cfg)["teacher_pass"])
+        parts.append(train(train_config(cfg))["teacher_pass"])
     assert not (tmp_path / "out" / "train").exists()  # the pass alone makes no run directory
     assert all(p["computed_views"] == p["views"] > 0 and p["cached_before"] == 0 for p in parts)
     assert len(_keys(cache)) == sum(p["views"] for p in parts) == 16  # the whole training set (data.total)
-    run = train(_cfg(_overrides(tmp_path / "out", cache, 0.25, 1), tmp_path))["teacher_pass"]
+    run = train(train_config(_cfg(_overrides(tmp_path / "out", cache, 0.25, 1), tmp_path)))["teacher_pass"]
     assert run["computed_views"] == 0 and run["cached_before"] == run["views"] == len(_reads(tmp_path / "out"))
 
     shared = _cfg(_overrides(tmp_path / "out", cache, 0.25, 1), tmp_path)
     shared.method.demos = "shared"
     with pytest.raises(PreflightError, match="method.demos=per_example") as err:
-        preflight(shared, check_model=False)
+        train_config(shared, check_model=False)
     assert "\n" not in str(err.value)

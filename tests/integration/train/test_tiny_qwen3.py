@@ -18,6 +18,8 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from ifdistill.train.cli import train_config
+
 from ifdistill.train.run import train
 
 pytestmark = pytest.mark.slow
@@ -44,7 +46,7 @@ def _cfg(tmp_path: Path, method: str, peft: str):
 @pytest.mark.parametrize("method,peft", [("sft", "none"), ("distill", "lora"), ("distill", "none")])
 def test_trains_on_tiny_qwen3(tmp_path, method, peft):
     torch.set_num_threads(1)  # a shared 2-core machine: one thread is faster than two contending ones
-    out = train(_cfg(tmp_path, method, peft))
+    out = train(train_config(_cfg(tmp_path, method, peft)))
     assert out["global_step"] == STEPS
     losses = {k: v for k, v in out["metrics"].items() if "loss" in k or k.endswith("/ce")}
     assert losses and all(math.isfinite(v) for v in losses.values()), out["metrics"]

@@ -149,7 +149,8 @@ def test_another_benchmarks_section_is_refused_before_anything_runs(overrides, o
 def test_a_training_config_with_another_benchmarks_section_fails_preflight(override):
     """The run's ``eval`` and an extra section of the checkpoint evaluations alike."""
     from tests.unit.train.test_preflight import cfg_of
-    from ifdistill.train.preflight import PreflightError, preflight
+    from ifdistill.train.cli import train_config
+    from ifdistill.train.preflight import PreflightError
 
     if override.startswith("+eval@"):
         overrides = ["callbacks=checkpoint_eval", override, "callbacks.checkpoint_eval.evals.x.judge.score_max=5"]
@@ -157,7 +158,7 @@ def test_a_training_config_with_another_benchmarks_section_fails_preflight(overr
     else:
         overrides, where = ["eval=ifeval_local", override], "eval"
     with pytest.raises(PreflightError) as err:
-        preflight(cfg_of(*overrides), check_model=False)
+        train_config(cfg_of(*overrides), check_model=False)
     assert f"{where}: config section 'eval': eval." in str(err.value) and "'s section and eval.benchmark is" in str(err.value)
 
 

@@ -19,7 +19,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from ifdistill.cli.command_line import compose
 from ifdistill.config import ConfigError
 from ifdistill.train.cli import user_errors
-from ifdistill.train.preflight import PreflightError, preflight
+from ifdistill.train.cli import train_config
+from ifdistill.train.preflight import PreflightError
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
 METHODS = sorted(p.stem for p in (CONF / "method").glob("*.yaml"))
@@ -45,7 +46,7 @@ def _refusal(method: str, section: str) -> str:
     with open_dict(cfg):
         OmegaConf.update(cfg, f"{section}.{TYPO}", 0.3, force_add=True)
     with pytest.raises(PreflightError) as err:
-        preflight(cfg, check_model=False)
+        train_config(cfg, check_model=False)
     return str(err.value)
 
 

@@ -192,7 +192,8 @@ def test_method_keys_that_a_path_would_ignore_are_refused():
 
 def test_an_unknown_or_refused_key_stops_training_before_its_run_directory(tmp_path):
     """Preflight checks the section against the constructor's signature (no **kwargs): one line each."""
-    from ifdistill.train.preflight import PreflightError, preflight
+    from ifdistill.train.cli import train_config
+    from ifdistill.train.preflight import PreflightError
     from ifdistill.train.run import train
     from tests.unit.train.test_preflight import cfg_of
 
@@ -200,12 +201,12 @@ def test_an_unknown_or_refused_key_stops_training_before_its_run_directory(tmp_p
                              (["+method.teacher_source=cache"], "teacher_source must be online"),
                              (["method.kl=sampled", "method.generation.temperature=0.7"], "temperature=0.7")):
         with pytest.raises(PreflightError) as err:
-            train(cfg_of("method=onpolicy_distill", f"paths.output_root={tmp_path}", *overrides))
+            train(train_config(cfg_of("method=onpolicy_distill", f"paths.output_root={tmp_path}", *overrides)))
         assert names in str(err.value) and "\n" not in str(err.value)
     with pytest.raises(PreflightError, match="method: unknown key kdratio for"):  # off-policy's section too
-        train(cfg_of("method=distill", f"paths.output_root={tmp_path}", "+method.kdratio=0.3"))
+        train(train_config(cfg_of("method=distill", f"paths.output_root={tmp_path}", "+method.kdratio=0.3")))
     assert list(tmp_path.iterdir()) == []
-    preflight(cfg_of("method=onpolicy_distill", "+method.topk=8", "method.own_demo=true"), check_model=False)
+    train_config(cfg_of("method=onpolicy_distill", "+method.topk=8", "method.own_demo=true"), check_model=False)
 
 
 def test_normalising_after_backward_trains_as_the_precomputed_token_count():

@@ -14,7 +14,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from ifdistill.train.preflight import PreflightError, preflight
+from ifdistill.train.cli import train_config
+
+from ifdistill.train.preflight import PreflightError
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -28,21 +30,21 @@ def cfg_of(*overrides):
 def test_the_shipped_presets_pass():
     for preset in ("experiment=demo", "experiment=demo_smollm2", "method=distill", "callbacks=checkpoint_eval", "callbacks=checkpoint_eval_ifbench",
                    "trainer=ddp", "method=onpolicy_distill"):
-        preflight(cfg_of(preset), check_model=False)
+        train_config(cfg_of(preset), check_model=False)
 
 
 def test_a_method_checks_its_section_in_preflight():
     """method=onpolicy_distill's own checks (ifdistill.train.method) run before a model loads."""
     with pytest.raises(PreflightError, match="DeepSpeed partitions"):
-        preflight(cfg_of("method=onpolicy_distill", "trainer=deepspeed_stage_2"), check_model=False)
+        train_config(cfg_of("method=onpolicy_distill", "trainer=deepspeed_stage_2"), check_model=False)
 
 
 def test_a_top_level_section_is_accepted_for_the_method_that_reads_it():
     """``teacher_pass`` is off-policy distillation's section (MethodHooks.sections), a typo elsewhere."""
-    preflight(cfg_of("method=distill", "method.teacher_source=cache", "method.demos=per_example",
+    train_config(cfg_of("method=distill", "method.teacher_source=cache", "method.demos=per_example",
                      "+teacher_pass.only=true"), check_model=False)
     with pytest.raises(PreflightError, match="unknown top-level key teacher_pass"):
-        preflight(cfg_of("+teacher_pass.only=true"), check_model=False)
+        train_config(cfg_of("+teacher_pass.only=true"), check_model=False)
 
 
 @pytest.mark.parametrize("override, names", [
@@ -69,29 +71,29 @@ def test_a_top_level_section_is_accepted_for_the_method_that_reads_it():
 ])
 def test_each_bad_value_is_named(override, names):
     with pytest.raises(PreflightError) as err:
-        preflight(cfg_of(override), check_model=False)
+        train_config(cfg_of(override), check_model=False)
     assert names in str(err.value) and "\n" not in str(err.value)
 
 
 def test_skipping_non_finite_steps_is_refused_under_deepspeed():
-    preflight(cfg_of("trainer=ddp", "run.on_nonfinite=skip"), check_model=False)
+    train_config(cfg_of("trainer=ddp", "run.on_nonfinite=skip"), check_model=False)
     with pytest.raises(PreflightError, match="run.on_nonfinite=skip is not available with DeepSpeed"):
-        preflight(cfg_of("trainer=deepspeed_stage_2", "run.on_nonfinite=skip"), check_model=False)
+        train_config(cfg_of("trainer=deepspeed_stage_2", "run.on_nonfinite=skip"), check_model=False)
 
 
 def test_an_extra_benchmark_is_checked_like_the_eval_section():
     bad = cfg_of("callbacks=checkpoint_eval_ifbench", "callbacks.checkpoint_eval.evals.ifbench.backend=onnx")
     with pytest.raises(PreflightError) as err:
-        preflight(bad, check_model=False)
+        train_config(bad, check_model=False)
     assert "callbacks.checkpoint_eval.evals.ifbench: " in str(err.value) and "onnx" in str(err.value)
     clash = cfg_of("callbacks=checkpoint_eval", "+eval@callbacks.checkpoint_eval.evals.ifeval=ifeval_local")
     with pytest.raises(PreflightError, match="eval and evals.ifeval would both log W&B keys ifeval/"):
-        preflight(clash, check_model=False)
+        train_config(clash, check_model=False)
 
 
 def test_several_problems_are_reported_together():
     with pytest.raises(PreflightError) as err:
-        preflight(cfg_of("data.ratio=1.5", "optim.lr=-1"), check_model=False)
+        train_config(cfg_of("data.ratio=1.5", "optim.lr=-1"), check_model=False)
     assert "data.ratio" in str(err.value) and "optim.lr" in str(err.value)
 
 
@@ -102,21 +104,21 @@ def _local_source(path: Path) -> list[str]:
 def test_data_files_are_checked_by_the_loader_training_uses(tmp_path):
     good = tmp_path / "good.jsonl"
     good.write_text(json.dumps({"prompt": "Say hi.", "completion": "hi"}) + "\n")
-    preflight(cfg_of(*_local_source(good)), check_model=False)
+    train_config(cfg_of(*_local_source(good)), check_model=False)
     with pytest.raises(PreflightError, match=f"no data file at {tmp_path}/missing.jsonl"):
-        preflight(cfg_of(*_local_source(tmp_path / "missing.jsonl")), check_model=False)
+        train_config(cfg_of(*_local_source(tmp_path / "missing.jsonl")), check_model=False)
     bad = tmp_path / "bad.jsonl"
     bad.write_text(good.read_text() + json.dumps({"prompt": 3, "completion": "x"}) + "\n")
     with pytest.raises(PreflightError, match=rf"{bad}:2: field 'prompt': .* \[wrong_type\]"):
-        preflight(cfg_of(*_local_source(bad)), check_model=False)
+        train_config(cfg_of(*_local_source(bad)), check_model=False)
     broken = tmp_path / "broken.jsonl"
     broken.write_text(good.read_text() + '{"prompt": "x", \n')
     with pytest.raises(PreflightError, match=rf"{broken}:2: not valid JSON"):
-        preflight(cfg_of(*_local_source(broken)), check_model=False)
+        train_config(cfg_of(*_local_source(broken)), check_model=False)
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n")
     with pytest.raises(PreflightError, match=f"{empty} holds no rows"):
-        preflight(cfg_of(*_local_source(empty)), check_model=False)
+        train_config(cfg_of(*_local_source(empty)), check_model=False)
 
 
 def test_train_refuses_before_creating_the_run_directory(tmp_path):
@@ -124,7 +126,7 @@ def test_train_refuses_before_creating_the_run_directory(tmp_path):
 
     cfg = cfg_of("data.ratio=1.5", f"paths.output_root={tmp_path}")
     with pytest.raises(PreflightError):
-        train(cfg)
+        train(train_config(cfg))
     assert list(tmp_path.iterdir()) == []
 
 
