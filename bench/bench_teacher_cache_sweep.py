@@ -30,6 +30,8 @@ def config(out: Path, source: str, ratio: float, seed: int, steps: int):
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    import ifdistill.conf  # noqa: F401  (the resolvers and section schemas the YAML under conf/ uses)
+
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         return compose("train", overrides=[

@@ -25,9 +25,12 @@ class ModelSchema:
     name_or_path: str
     revision: Optional[str] = None
     dtype: str = "float32"
-    attn_implementation: str = "auto"  # training's attention kernel (ifdistill/train/packed_attention.py)
-    chat_template: Optional[str] = None
-    enable_thinking: Optional[bool] = None
+    # training's attention kernel: auto is flash_attention_2 where flash-attn imports on a GPU, else packed_sdpa
+    # on a GPU, sdpa on CPU; or sdpa | eager | packed_sdpa | flash_attention_2 | flash_attention_3
+    # (ifdistill/train/packed_attention.py)
+    attn_implementation: str = "auto"
+    chat_template: Optional[str] = None  # null: the tokenizer's own; a template string or a .jinja file
+    enable_thinking: Optional[bool] = None  # Qwen3-style templates only (docs/qwen3-template.md)
     max_length: int = 2048
 
 
@@ -49,8 +52,23 @@ class ConfigError(ValueError):
 
 
 def register_schema(section: str, schema: type) -> None:
-    """Let a subpackage add the schema of its section (e.g. ``generation`` by the evaluator)."""
+    """Let a subpackage add the schema of its section (``run`` by training, ``eval`` by the evaluator); it
+    becomes Hydra's ``schema/<section>`` too (:func:`store_schemas`)."""
     SCHEMAS[section] = schema
+    store_schemas({section: schema})
+
+
+def store_schemas(schemas: Optional[dict[str, type]] = None) -> None:
+    """Each plain-data section's schema as Hydra's config ``schema/<section>`` (registered as its owner imports:
+    ``import ifdistill.conf`` imports them all), which the YAML of that section extends (``defaults: [/schema@_here_: model, _self_]``; ``schema@optim: optim`` in ``train.yaml``). The
+    composed tree then holds every key with the dataclass's default, the one home of each default; the YAML
+    states only its choices (``tests/unit/test_one_home_per_default.py``), and a key or type the schema does
+    not have is refused as Hydra composes."""
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    for section, schema in (schemas if schemas is not None else SCHEMAS).items():
+        store.store(group="schema", name=section, node=schema)
 
 
 def check_schema(schema: type, node: Any, where: str, *, resolve: bool = False, as_object: bool = False) -> Any:
@@ -76,6 +94,8 @@ def validate(cfg: DictConfig, sections: Optional[list[str]] = None) -> DictConfi
     """
     for name in sections or [s for s in SCHEMAS if s in cfg]:
         node: Any = OmegaConf.select(cfg, name, throw_on_missing=True)
+        if isinstance(node, DictConfig):  # plain: a node composed from its schema would carry a `+`-added key along
+            node = OmegaConf.to_container(node, resolve=False)
         if node is not None:
             check_schema(SCHEMAS[name], node, f"config section '{name}'")
     return cfg
@@ -188,3 +208,4 @@ def register_resolvers() -> None:
 
 
 register_resolvers()
+store_schemas()

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 import hydra
 from omegaconf import DictConfig
 
-import ifdistill.conf
 from ifdistill.cli.command_line import refuse_bad_overrides
 from ifdistill.evaluator.launch import record_launch_threads
 from ifdistill.startup_heap import pause_collector
@@ -35,8 +34,6 @@ from ifdistill.runs.sweeps import jobs_share_process
 
 if TYPE_CHECKING:
     from ifdistill.train.schemas import TrainConfig
-
-CONFIG_DIR = str(Path(ifdistill.conf.__file__).resolve().parent)
 
 
 def train_config(cfg: DictConfig | Mapping[str, Any], *, check_model: bool = True) -> TrainConfig:
@@ -88,7 +85,7 @@ def main() -> None:
     _app()
 
 
-@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
+@hydra.main(version_base="1.3", config_path="pkg://ifdistill.conf", config_name="train")
 def _app(cfg: DictConfig) -> None:
     try:
         _main(cfg)

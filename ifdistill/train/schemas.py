@@ -17,18 +17,20 @@ from ifdistill.config import ModelSchema, check_schema, register_schema
 
 @dataclass
 class RunSchema:
-    name: str = "train"
+    name: str = "train"  # run id = <name>-<config_hash[:12]> (train.yaml: ${task_name})
     group: Optional[str] = None  # runs that belong together (a sweep): the W&B group
     dir: Optional[str] = None  # explicit run directory (default: derived from the config hash)
     resume: str = "auto"  # auto | never | required
-    eval_every_n_steps: int = 50
-    validate_at_start: bool = True
+    eval_every_n_steps: int = 50  # held-out teacher-forced metrics (val/<source>/{ce,acc,entropy})
+    validate_at_start: bool = True  # also at step 0, so a curve has its starting point
     drift_from_base: bool = True  # held-out KL to the base model at each validation (ifdistill.train.drift)
     checkpoint_every_n_steps: int = 200
     keep_last_checkpoints: int = 3
     hash_ignore: Optional[list[str]] = None  # null: ifdistill.runs.rundir.HASH_IGNORE
     verbose: bool = False  # libraries' INFO output and warnings on the console too (always in logs/console.log)
-    on_nonfinite: str = "stop"  # stop | skip (ifdistill.train.divergence)
+    # a non-finite loss, gradient or weight (any rank): stop (exit 3, state diverged) or skip the step, at most
+    # max_skipped_steps times (ifdistill.train.divergence)
+    on_nonfinite: str = "stop"
     max_skipped_steps: int = 10
     resume_from: Optional[str] = None  # a run directory to start from when this run has no checkpoint
 
@@ -40,7 +42,7 @@ class OptimSchema:
     weight_decay: float = 0.0
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     eps: float = 1e-8
-    schedule: str = "cosine"  # constant | linear | cosine
+    schedule: str = "cosine"  # constant | linear | cosine (to trainer.max_steps)
     warmup_steps: int = 0
     min_lr_ratio: float = 0.0
     foreach: Optional[bool] = None
@@ -49,16 +51,18 @@ class OptimSchema:
 
 @dataclass
 class DataModuleSchema:
-    micro_batch_size: int = 4
+    micro_batch_size: int = 4  # examples per rank per micro-batch; global batch = this x devices x accumulate
     val_batch_size: int = 8
-    packing: Any = "auto"  # true | false | auto (SFT on a GPU)
-    max_row_tokens: Optional[int] = None
+    # padding-free rows (position ids restart per example, boundaries passed to the attention kernel): true |
+    # false | auto (SFT on a GPU; the same examples and losses as padded, ifdistill/train/datamodule.py)
+    packing: Any = "auto"
+    max_row_tokens: Optional[int] = None  # packed row capacity (null: one row per micro-batch)
     num_workers: Optional[int] = None  # null: 2 on a GPU, 0 on CPU
 
 
 @dataclass
 class PeftSchema:
-    method: str = "none"  # none | lora
+    method: str  # none | lora: each option of the peft group names its own (no default: none.yaml is a choice)
     r: int = 16
     alpha: int = 32
     dropout: float = 0.0

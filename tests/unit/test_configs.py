@@ -16,6 +16,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf, open_dict
 
+import ifdistill.conf  # noqa: F401  (the resolvers and section schemas the YAML under conf/ uses)
 from ifdistill.config import ConfigError, validate
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -115,13 +116,17 @@ def _import_target(path: str):
 
 
 def test_unknown_key_is_an_error_at_start_up():
-    cfg = _compose(PRIMARY[0], ["+model.max_lenght=4096"])
+    cfg = _compose(PRIMARY[0], ["+model.max_lenght=4096"])  # `+` adds a key even to a section with a schema
     with pytest.raises(ConfigError, match="max_lenght"):
         validate(cfg, ["model"])
 
 
 def test_wrong_type_is_an_error_at_start_up():
-    cfg = _compose(PRIMARY[0], ["model.max_length=long"])
+    with pytest.raises(Exception, match="max_length"):
+        _compose(PRIMARY[0], ["model.max_length=long"])
+    cfg = _compose(PRIMARY[0], [])
+    with open_dict(cfg):
+        cfg.model = OmegaConf.merge(OmegaConf.to_container(cfg.model), {"max_length": "long"})
     with pytest.raises(ConfigError, match="max_length"):
         validate(cfg, ["model"])
 

@@ -13,6 +13,11 @@ run composed by Hydra and one built in Python timed out differently. So:
 - the repeats still in YAML are counted per file in :data:`NOT_YET`, which may only shrink: a file whose
   count drops fails the test until its entry is lowered (or removed), so a fixed repeat cannot come back.
 
+A section with a schema is composed from it: its YAML extends Hydra's ``schema/<section>``
+(:func:`ifdistill.config.store_schemas`), so the composed tree still holds every key, with the dataclass's
+default, and any key can be overridden on the command line; the run directory's hash, computed from that tree,
+is the same as when the YAML spelt every default out (``tests/unit/test_configs.py`` pins it).
+
 Homes, read from the code, never listed here: :data:`ifdistill.config.SCHEMAS` (the plain-data
 sections' dataclasses, nested dataclasses included) and the signature of every ``ifdistill.*``
 ``_target_`` (a method module, the checkpoint-eval callback). Values given by interpolation (``${...}``)
@@ -45,20 +50,8 @@ MISSING = object()
 NOT_YET: dict[str, int] = {
     "conf/callbacks/checkpoint_eval.yaml": 16,
     "conf/callbacks/checkpoint_eval_slurm.yaml": 6,
-    "conf/eval/_base.yaml": 58,
-    "conf/eval/ifbench.yaml": 3,
-    "conf/eval/ifeval.yaml": 2,
-    "conf/eval/judge.yaml": 7,
     "conf/method/distill.yaml": 12,
     "conf/method/onpolicy_distill.yaml": 16,
-    "conf/model/qwen2.5_0.5b.yaml": 4,
-    "conf/model/qwen3_1.7b.yaml": 3,
-    "conf/model/smollm2_135m.yaml": 6,
-    "conf/model/tiny.yaml": 6,
-    "conf/model/tiny_qwen3.yaml": 5,
-    "conf/peft/lora.yaml": 6,
-    "conf/peft/none.yaml": 1,
-    "conf/train.yaml": 28,
     "conf/trainer/deepspeed_stage_2.yaml": 3,
     "conf/trainer/deepspeed_stage_3.yaml": 3,
     "conf/trainer/fsdp.yaml": 1,
@@ -219,3 +212,23 @@ def test_the_check_sees_a_repeat_and_a_disagreement(tmp_path, monkeypatch):
     _targets(node, "checkpoint_eval", found)
     assert sorted((kind, key) for kind, key, *_ in found) == [("disagrees", "checkpoint_eval.max_running"),
                                                                ("repeats", "checkpoint_eval.retries")]
+
+
+def test_a_key_only_the_schema_states_is_in_the_tree_and_overridable():
+    """``run.max_skipped_steps`` appears in no YAML file (``optim.warmup_steps`` in presets only): the composed
+    tree has them at the dataclass's default, and an override sets them without ``+``."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from ifdistill.evaluator.settings import GenerationSettings
+    from ifdistill.train.schemas import OptimSchema, RunSchema
+
+    for path in CONF.rglob("*.yaml"):
+        assert "max_skipped_steps" not in path.read_text(encoding="utf-8"), path
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("train", overrides=["paths.output_dir=/tmp/x", "eval=ifeval"])
+        assert cfg.run.max_skipped_steps == RunSchema.max_skipped_steps
+        assert cfg.optim.warmup_steps == OptimSchema.warmup_steps
+        assert cfg.eval.generation.max_new_tokens == GenerationSettings.max_new_tokens  # ifeval.yaml states none
+        assert compose("train", overrides=["paths.output_dir=/tmp/x", "run.max_skipped_steps=7"]).run.max_skipped_steps == 7

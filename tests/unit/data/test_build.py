@@ -13,6 +13,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 from torch.utils.data import DataLoader
 
+import ifdistill.conf  # noqa: F401  (the resolvers and section schemas the YAML under conf/ uses)
 from ifdistill.data.build import DataConfig, build_train_dataset, collator_for
 from ifdistill.data.manifest import replay_share
 from ifdistill.data.records import DataError

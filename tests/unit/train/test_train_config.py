@@ -8,6 +8,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+import ifdistill.conf  # noqa: F401  (the resolvers and section schemas the YAML under conf/ uses)
 from ifdistill.config import ConfigError, validate
 from ifdistill.runs.rundir import config_hash
 from ifdistill.train import schemas  # noqa: F401  (registers the sections validate() checks)
