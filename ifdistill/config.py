@@ -88,16 +88,12 @@ def check_schema(schema: type, node: Any, where: str, *, resolve: bool = False, 
 
 
 def validate(cfg: DictConfig, sections: Optional[list[str]] = None) -> DictConfig:
-    """Check the named (default: all known and present) sections against their schemas.
-
-    Returns ``cfg`` unchanged; raises :class:`ConfigError` with the offending key.
-    """
-    for name in sections or [s for s in SCHEMAS if s in cfg]:
-        node: Any = OmegaConf.select(cfg, name, throw_on_missing=True)
-        if isinstance(node, DictConfig):  # plain: a node composed from its schema would carry a `+`-added key along
-            node = OmegaConf.to_container(node, resolve=False)
-        if node is not None:
-            check_schema(SCHEMAS[name], node, f"config section '{name}'")
+    """Check the named (default: all known and present) sections of a composed tree against their schemas:
+    :func:`check_sections` of their plain form (a node composed from its schema would carry a ``+``-added key
+    along). Returns ``cfg`` unchanged; raises :class:`ConfigError` with the offending key."""
+    nodes = {name: OmegaConf.select(cfg, name, throw_on_missing=True) for name in sections or SCHEMAS if name in cfg}
+    check_sections({name: OmegaConf.to_container(node, resolve=False) if isinstance(node, DictConfig) else node
+                    for name, node in nodes.items()})
     return cfg
 
 
@@ -113,7 +109,7 @@ def lookup(tree: Mapping[str, Any], key: str, default: Any = None) -> Any:
 
 
 def check_sections(tree: Mapping[str, Any]) -> None:
-    """:func:`validate` for a plain tree: each known section present against its schema."""
+    """Each known section present in a plain tree against its schema; :class:`ConfigError` naming the key."""
     for name in [s for s in SCHEMAS if tree.get(s) is not None]:
         check_schema(SCHEMAS[name], tree[name], f"config section '{name}'")
 
