@@ -49,6 +49,18 @@ if TYPE_CHECKING:
     from ifdistill.train.schemas import TrainConfig
 
 
+#: The constructor arguments training supplies from outside the ``method`` section
+#: (:func:`ifdistill.train.run.build_module`), each with where its value comes from. Preflight refuses a
+#: ``method`` section that sets one (``+method.seed=7``): training's value would replace it unseen while the
+#: run's config, and so its hash, recorded the section's.
+SUPPLIED_BY_TRAINING: dict[str, str] = {
+    "model": "the model section", "peft": "the peft section", "optim": "the optim section", "seed": "seed",
+    "val_names": "the data's held-out sets", "dtype": "the accelerator (float32 on CPU, the model's on a GPU)",
+    "gradient_checkpointing": "gradient_checkpointing", "logit_chunk_size": "logit_chunk_size",
+    "validate_at_start": "run.validate_at_start", "drift_from_base": "run.drift_from_base",
+}
+
+
 class MethodError(RuntimeError):
     """A method's own input or file that cannot be used; the message is one line naming it."""
 

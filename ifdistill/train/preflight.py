@@ -107,7 +107,8 @@ def check_ranges(tree: Mapping[str, Any]) -> list[str]:
 
 def check_target_keys(node: Any, name: str) -> list[str]:
     """Keys of ``node`` that its ``_target_``'s constructor does not accept (none if it takes **kwargs);
-    a method's data keys (:meth:`~ifdistill.train.method.MethodHooks.data_keys`) are the data layer's."""
+    a method's data keys (:meth:`~ifdistill.train.method.MethodHooks.data_keys`) are the data layer's, and the
+    arguments training supplies (:data:`~ifdistill.train.method.SUPPLIED_BY_TRAINING`) are refused by name."""
     if not isinstance(node, Mapping) or not node.get("_target_"):
         return []
     from hydra.utils import get_object
@@ -119,15 +120,20 @@ def check_target_keys(node: Any, name: str) -> list[str]:
     params = inspect.signature(target.__init__ if inspect.isclass(target) else target).parameters
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
         return []
-    from ifdistill.train.method import MethodHooks
+    from ifdistill.train.method import SUPPLIED_BY_TRAINING, MethodHooks
 
-    read_elsewhere = set(target.data_keys()) if inspect.isclass(target) and issubclass(target, MethodHooks) else set()
-    unknown = sorted(set(map(str, node.keys())) - set(params) - _HYDRA_KEYS - read_elsewhere)
-    if not unknown:
-        return []
-    known = sorted(k for k in params if k != "self")
-    return [f"{name}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} for "
-            f"{node['_target_']} (known: {', '.join(known)})"]
+    method = inspect.isclass(target) and issubclass(target, MethodHooks)
+    read_elsewhere = set(target.data_keys()) if method else set()
+    supplied = set(SUPPLIED_BY_TRAINING) if method else set()  # the method section may not set these
+    keys = set(map(str, node.keys()))
+    problems = [f"{name}.{key}: training supplies it from {SUPPLIED_BY_TRAINING[key]}, not from the {name} section"
+                for key in sorted(keys & supplied)]
+    unknown = sorted(keys - set(params) - _HYDRA_KEYS - read_elsewhere - supplied)
+    if unknown:
+        known = sorted(k for k in params if k != "self" and k not in supplied)
+        problems.append(f"{name}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} for "
+                        f"{node['_target_']} (known: {', '.join(known)})")
+    return problems
 
 
 def check_data(data_node: Any, method: Any = None, model: Any = None) -> list[str]:

@@ -156,12 +156,11 @@ def build_module(config: TrainConfig, *, val_names: list[str], on_gpu: bool):
 
     from ifdistill.train.method import constructor_args
 
-    dtype = None if on_gpu else "float32"
-    return instantiate(constructor_args(config.method), _convert_="all", model=config.section("model"),
-                       peft=config.section("peft"), optim=config.section("optim"), seed=config.seed,
-                       val_names=val_names, dtype=dtype, gradient_checkpointing=config.gradient_checkpointing,
-                       logit_chunk_size=config.logit_chunk_size, validate_at_start=config.run.validate_at_start,
-                       drift_from_base=config.run.drift_from_base)
+    supplied = dict(model=config.section("model"), peft=config.section("peft"), optim=config.section("optim"),
+                    seed=config.seed, val_names=val_names, dtype=None if on_gpu else "float32",
+                    gradient_checkpointing=config.gradient_checkpointing, logit_chunk_size=config.logit_chunk_size,
+                    validate_at_start=config.run.validate_at_start, drift_from_base=config.run.drift_from_base)
+    return instantiate(constructor_args(config.method), _convert_="all", **supplied)  # SUPPLIED_BY_TRAINING
 
 
 def resolve_data(config: TrainConfig):

@@ -20,6 +20,7 @@ from ifdistill.cli.command_line import compose
 from ifdistill.config import ConfigError
 from ifdistill.train.cli import user_errors
 from ifdistill.train.cli import train_config
+from ifdistill.train.method import SUPPLIED_BY_TRAINING
 from ifdistill.train.preflight import PreflightError
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
@@ -64,3 +65,18 @@ def test_a_misspelt_key_in_every_section_is_refused_by_name(section):
 def test_a_misspelt_method_key_is_refused_by_name_under_every_method(method):
     message = _refusal(method, "method")
     assert TYPO in message and "\n" not in message, message
+
+
+@pytest.mark.parametrize("key", sorted(SUPPLIED_BY_TRAINING))
+def test_a_method_section_setting_what_training_supplies_is_refused(key):
+    """``+method.seed=7`` would be replaced by the top-level seed unseen (while the run's hash counted it):
+    refused, naming the key and where its value comes from, under every method."""
+    for method in METHODS:
+        cfg = copy.deepcopy(_composed(method))
+        with open_dict(cfg):
+            OmegaConf.update(cfg, f"method.{key}", 7, force_add=True)
+        with pytest.raises(PreflightError) as err:
+            train_config(cfg, check_model=False)
+        message = str(err.value)
+        assert f"method.{key}: training supplies it from {SUPPLIED_BY_TRAINING[key]}" in message, message
+        assert "\n" not in message and "unknown key" not in message, message  # one problem, not also an unknown key
