@@ -48,27 +48,40 @@ def teacher(view: TeacherViewRef):
     return view.key, ids.numpy(), logp.numpy(), tail.numpy()
 
 
-def compute_into(cache: TeacherCache, seconds_per_view: float = 0.01):
+def compute_into(cache: TeacherCache, seconds_per_view: float = 0.01, first: threading.Barrier | None = None):
+    """A teacher that takes time; with ``first``, each job's first computation waits until every job holds a
+    claim of its own (a job computes only what it claimed), so jobs started together overlap however the
+    threads are scheduled."""
+    waited = []
+
     def compute(part):
-        time.sleep(seconds_per_view * len(part))  # a teacher takes time: jobs started together overlap
+        if first is not None and not waited:
+            waited.append(True)
+            first.wait(timeout=30)
+        time.sleep(seconds_per_view * len(part))
         cache.write_shard([teacher(v) for v in part])
         return PassStats(computed=len(part), tokens=sum(len(v.positions) for v in part))
     return compute
 
 
-def job(root: Path, need: list[TeacherViewRef], expiry_s: float, start: threading.Barrier | None = None) -> PassStats:
+def job(root: Path, need: list[TeacherViewRef], expiry_s: float, start: threading.Barrier | None = None,
+        first: threading.Barrier | None = None) -> PassStats:
     cache = TeacherCache(root, NS).open()
     if start is not None:
         start.wait()
     with ClaimBoard(cache.dir, expiry_s=expiry_s) as board:
-        return shared_pass(compute_into(cache), need, cache, board, views_per_shard=PER_SHARD)
+        return shared_pass(compute_into(cache, first=first), need, cache, board, views_per_shard=PER_SHARD)
 
 
-def together(root: Path, needs: list[list[TeacherViewRef]], expiry_s: float = 4.0) -> list[PassStats]:
+def together(root: Path, needs: list[list[TeacherViewRef]], expiry_s: float = 4.0,
+             overlap: bool = False) -> list[PassStats]:
+    """The jobs in threads started at once; ``overlap``: each computes only after all hold a claim
+    (:func:`compute_into`), so the split of the work does not depend on how the threads are scheduled."""
     start, out = threading.Barrier(len(needs)), [None] * len(needs)
+    first = threading.Barrier(len(needs)) if overlap else None
 
     def run(i):
-        out[i] = job(root, needs[i], expiry_s, start)
+        out[i] = job(root, needs[i], expiry_s, start, first)
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(len(needs))]
     for t in threads:
@@ -97,7 +110,7 @@ def assert_complete_and_exact(root: Path, need: list[TeacherViewRef]) -> None:
 def test_jobs_started_together_compute_each_view_once(tmp_path, needs):
     need = [views(a, b) for a, b in needs]
     union = {v.key for n in need for v in n}
-    stats = together(tmp_path, need)
+    stats = together(tmp_path, need, overlap=True)
     assert sum(s.computed for s in stats) == len(union)  # no view computed twice
     for s, n in zip(stats, need):
         assert s.views == len(n) == s.cached_before + s.computed + s.waited
