@@ -108,6 +108,13 @@ def lookup(tree: Mapping[str, Any], key: str, default: Any = None) -> Any:
     return node
 
 
+def strategy_name(tree: Mapping[str, Any]) -> str:
+    """``trainer.strategy`` of a plain config tree as text: its ``_target_`` when it is built, else the name
+    Lightning takes (``ddp``); empty when none is set. What checks of a strategy's family search."""
+    node = lookup(tree, "trainer.strategy", "")
+    return str(node.get("_target_", "") if isinstance(node, Mapping) else node or "")
+
+
 def check_sections(tree: Mapping[str, Any]) -> None:
     """Each known section present in a plain tree against its schema; :class:`ConfigError` naming the key."""
     for name in [s for s in SCHEMAS if tree.get(s) is not None]:

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable
 
-from ifdistill.config import ConfigError, check_sections, lookup
+from ifdistill.config import ConfigError, check_sections, lookup, strategy_name
 
 SAMPLE_ROWS = 50  # rows of each local data file loaded (and so validated) before training starts
 # Top-level keys of conf/train.yaml and its groups; anything else is a typo (`+lr=1e-3`).
@@ -246,9 +246,7 @@ def check_divergence_policy(tree: Mapping[str, Any]) -> list[str]:
     """``run.on_nonfinite=skip`` needs an optimizer that steps from ``param.grad`` (not DeepSpeed's
     partitions, :mod:`ifdistill.train.divergence`); ``run.resume_from`` names a run directory."""
     problems = []
-    node = lookup(tree, "trainer.strategy", "")
-    strategy = str(node.get("_target_", "") if isinstance(node, Mapping) else node or "")
-    if lookup(tree, "run.on_nonfinite") == "skip" and "deepspeed" in strategy.lower():
+    if lookup(tree, "run.on_nonfinite") == "skip" and "deepspeed" in strategy_name(tree).lower():
         problems.append("run.on_nonfinite=skip is not available with DeepSpeed (its optimizer steps from its "
                         "own gradient partitions): use run.on_nonfinite=stop")
     origin = lookup(tree, "run.resume_from")

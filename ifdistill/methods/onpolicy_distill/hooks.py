@@ -33,7 +33,7 @@ class OnPolicyDistillHooks(DistillHooks):
 
     @classmethod
     def config_problems(cls, method: Mapping[str, Any], tree: Mapping[str, Any]) -> list[str]:
-        from ifdistill.config import lookup
+        from ifdistill.config import lookup, strategy_name
         from ifdistill.methods.onpolicy_distill.checks import setting_problems
 
         problems = setting_problems(method)
@@ -44,9 +44,7 @@ class OnPolicyDistillHooks(DistillHooks):
         if (int(views["k"]) > 0 or views["extra_demos"] is not None) and views["demos"] != "per_example":
             problems.append("method=onpolicy_distill needs method.demos=per_example (the teacher's view is rebuilt "
                             "around each sample)")
-        node = lookup(tree, "trainer.strategy", "")
-        strategy = str(node.get("_target_", "") if isinstance(node, Mapping) else node or "")
-        if "deepspeed" in strategy.lower():
+        if "deepspeed" in strategy_name(tree).lower():
             problems.append("method=onpolicy_distill normalises gradients after sampling, from param.grad, which "
                             "DeepSpeed partitions: use ddp, fsdp or a single device")
         devices = lookup(tree, "trainer.devices", 1)
