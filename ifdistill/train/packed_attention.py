@@ -77,6 +77,21 @@ def _varlen_kernel():
     return varlen_attn, causal, "scale" in params, "enable_gqa" in params
 
 
+def varlen_dtype(query: torch.Tensor) -> Optional[torch.dtype]:
+    """The half precision the varlen kernel computes ``query``'s attention in, or ``None`` where it cannot.
+
+    The flash kernel takes only float16/bfloat16. Under autocast the attention runs in autocast's dtype,
+    as autocast does for ``scaled_dot_product_attention`` (the query may arrive in float32: a float32
+    RMSNorm weight of full fine-tuning's master weights, as in Qwen3's ``q_norm``, keeps it there);
+    outside autocast a float32 query has no varlen kernel and goes through the per-example SDPA calls."""
+    device = query.device.type
+    if torch.is_autocast_enabled(device):
+        dtype = torch.get_autocast_dtype(device)
+    else:
+        dtype = query.dtype
+    return dtype if dtype in (torch.float16, torch.bfloat16) else None
+
+
 def _repeat_heads(t: torch.Tensor, heads: int) -> torch.Tensor:
     """``(1, kv_heads, T, D)`` -> ``(1, heads, T, D)`` (grouped-query attention's key/value sharing)."""
     return t if t.shape[1] == heads else t.repeat_interleave(heads // t.shape[1], dim=1)
@@ -95,14 +110,15 @@ def packed_sdpa_attention(module: torch.nn.Module, query: torch.Tensor, key: tor
     if query.shape[0] != 1:
         raise ValueError(f"packed attention takes one flattened row, got a batch of {query.shape[0]}")
     heads = query.shape[1]
-    kernel = _varlen_kernel() if query.is_cuda and dropout == 0.0 else None
+    dtype = varlen_dtype(query)
+    kernel = _varlen_kernel() if query.is_cuda and dropout == 0.0 and dtype is not None else None
     default_scale = scaling is None or abs(scaling - query.shape[-1] ** -0.5) < 1e-12
     if kernel is not None and (kernel[2] or default_scale):
         varlen_attn, causal, takes_scale, takes_gqa = kernel
         if not takes_gqa:
             key, value = _repeat_heads(key, heads), _repeat_heads(value, heads)
         max_len = int(kwargs.get("max_length_q"))
-        q, k, v = (t[0].transpose(0, 1).contiguous() for t in (query, key, value))  # (T, H, D)
+        q, k, v = (t[0].transpose(0, 1).to(dtype).contiguous() for t in (query, key, value))  # (T, H, D)
         extra = {"scale": scaling} if takes_scale else {}
         if takes_gqa and k.shape[1] != heads:
             extra["enable_gqa"] = True

@@ -88,3 +88,17 @@ def test_packed_rows_give_the_per_example_loss_and_gradients(items, tiny_tokeniz
     _, leaky_grads = _loss_and_grads(module, [leaky])
     worst = max(float((leaky_grads[n] - ref_grads[n]).abs().max() / ref_grads[n].abs().max()) for n in ref_grads)
     assert worst > 100 * eps  # a random-init model's loss barely depends on the context; its gradients do
+
+
+def test_the_varlen_kernel_computes_in_autocasts_half_precision_and_never_in_float32():
+    """The flash varlen kernel takes only float16/bfloat16 (a float32 query reached it from full
+    fine-tuning's float32 q_norm weight under bf16-mixed, and the kernel refused it on a GPU)."""
+    from ifdistill.train.packed_attention import varlen_dtype
+
+    q32, q16 = torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4, dtype=torch.bfloat16)
+    assert varlen_dtype(q32) is None  # outside autocast: the per-example SDPA calls
+    assert varlen_dtype(q16) == torch.bfloat16
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert varlen_dtype(q32) == torch.bfloat16  # as autocast runs scaled_dot_product_attention
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=False):
+        assert varlen_dtype(q32) is None
