@@ -109,6 +109,10 @@ class BaseReference:
 
         def in_head(hidden: torch.Tensor, head: nn.Module) -> dict[str, torch.Tensor]:
             base_head = self.base_head(head)
+            # the base head's input in its own weights' dtype: a frozen copy stays float32 while a strategy
+            # (DeepSpeed bf16) casts the trained model to bf16 and runs it without autocast
+            weight = getattr(base_head, "weight", None)
+            dtype = weight.dtype if isinstance(weight, torch.Tensor) and weight.is_floating_point() else hidden.dtype
 
             def forward(h: torch.Tensor) -> dict[str, torch.Tensor]:
                 step = chunk_size or max(h.shape[0], 1)
@@ -116,7 +120,7 @@ class BaseReference:
                 for start in range(0, max(h.shape[0], 1), step):
                     part = slice(start, start + step)
                     logits = type(head).forward(head, h[part]).float()
-                    base_logits = base_head(base_hidden[part].to(h.dtype)).float()
+                    base_logits = base_head(base_hidden[part].to(dtype)).float()
                     for k, v in {**token_stats(logits, targets[part]), **drift_sums(logits, base_logits)}.items():
                         sums[k] = sums[k] + v if k in sums else v
                 return sums

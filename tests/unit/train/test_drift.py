@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -112,3 +114,29 @@ def test_drift_sums_of_two_known_distributions():
     kl_pq = 0.5 * torch.log(torch.tensor(2.0)) + 0.5 * torch.log(torch.tensor(2 / 3))
     assert sums["kl_base_model"].item() == pytest.approx(kl_qp.item(), abs=4 * EPS32)
     assert sums["kl_model_base"].item() == pytest.approx(kl_pq.item(), abs=4 * EPS32)
+
+
+def test_a_bf16_model_without_autocast_compares_with_its_float32_copy(icl_items, tiny_tokenizer):
+    """DeepSpeed's bf16 mode casts the trained model to bf16 and runs it without autocast, while the base's
+    frozen copy (outside the module tree) stays float32: the base's hidden states reach the copy's float32
+    head as float32 (a bf16 input to it was a dtype error on CPU and under ZeRO-3 on a GPU)."""
+    module = SFTModule(TINY, {"method": "none"}, drift_from_base=True)
+    module.setup("fit")
+    module.to(torch.bfloat16)
+    assert next(module.drift.lm.parameters()).dtype == torch.float32
+    batch = PadCollator(tiny_tokenizer.pad_token_id)(icl_items[:2])
+    got = _validate(module, batch)
+    model_logits = _supervised_logits(module.model, batch)
+    base_logits = _supervised_logits(build_model(TINY).eval(), batch)
+    expected = _direct_kl(model_logits, base_logits)
+    # The two computations share the float32 base and the bf16 model; the model's logits come from two bf16
+    # call paths (the selective head, the HF forward) that may round a logit one bf16 ulp apart:
+    # eps = eps_bf16 * 2^ceil(log2 max|z|). A KL moves with the model's logits by its gradient, whose
+    # L1 norm is at most |p - q|_1 <= exp(2 max|z_model - z_base|) - 1 (for KL(p||q) twice that, with the
+    # log-ratio term), so each direction is off by at most 2 * (exp(2 delta) - 1) * eps.
+    ulp = torch.finfo(torch.bfloat16).eps * 2 ** math.ceil(math.log2(float(model_logits.abs().max())))
+    delta = float((model_logits - base_logits).abs().max())
+    tol = 2 * math.expm1(2 * delta) * ulp
+    for key, want in zip(DRIFT_KEYS, expected):
+        assert math.isfinite(got[key]) and got[key] >= 0
+        assert got[key] == pytest.approx(want, abs=tol), key
