@@ -409,8 +409,12 @@ def sft_label(kind: str, seq: int) -> str:
     return f"sft_{kind}_packed_{seq // 1024}k" if seq % 1024 == 0 else f"sft_{kind}_packed_{seq}"
 
 
-def run_benchmark(*, smoke: bool, device: str, models_root: Path, only: Iterable[str] = ()) -> dict[str, Any]:
-    """Every measurement for every shape; returns ``{"settings", "device", "rows", "ratios"}``."""
+def run_benchmark(*, smoke: bool, device: str, models_root: Path, only: Iterable[str] = (), generation: bool = True,
+                  json_path: Optional[Path] = None) -> dict[str, Any]:
+    """Every measurement for every shape; returns ``{"settings", "device", "rows", "ratios"}``.
+
+    With ``json_path`` the result so far is written there after every row (``"complete": false`` until the
+    last), so a run stopped at a time limit still leaves what it measured."""
     import torch
 
     shapes = SMOKE_SHAPES if smoke else SHAPES
@@ -421,6 +425,13 @@ def run_benchmark(*, smoke: bool, device: str, models_root: Path, only: Iterable
     peak = peak_bf16_flops(name) if name != "cpu" else None
     rows: list[dict[str, Any]] = []
     ratios: dict[str, float] = {}
+    out = {"settings": {**settings, "generation": generation}, "device": {"name": name, "peak_bf16_flops": peak},
+           "rows": rows, "ratios": ratios, "complete": False}
+
+    def save() -> None:
+        if json_path is not None:
+            Path(json_path).write_text(json.dumps(out, indent=2) + "\n")
+
     for model_name, shape in shapes.items():
         if only and model_name not in only:
             continue
@@ -435,6 +446,7 @@ def run_benchmark(*, smoke: bool, device: str, models_root: Path, only: Iterable
                 r = measure_sft(model_dir, device, peft=peft, seq=seq, **common)
                 rows.append({"model": model_name, "measurement": label, **r})
                 print(f"[bench] {model_name} {label}: {r['tokens_per_s']:.0f} tok/s", flush=True)
+                save()
                 torch.cuda.empty_cache() if torch.cuda.is_available() else None
             lora, full = rows[-2], rows[-1]
             ratios[f"{model_name} lora/full tokens/s at {seq}"] = lora["tokens_per_s"] / full["tokens_per_s"]
@@ -442,12 +454,19 @@ def run_benchmark(*, smoke: bool, device: str, models_root: Path, only: Iterable
                                   k=settings["k"], warmup=settings["warmup"], steps=settings["steps"])
         rows.append({"model": model_name, "measurement": f"distill_k{settings['k']}_shared_vs_sft_lora_padded", **d})
         ratios[f"{model_name} distill_k{settings['k']}_shared/sft step"] = d["ratio"]
+        print(f"[bench] {model_name} distillation/SFT step: {d['ratio']:.2f}x", flush=True)
+        save()
+        if not generation:
+            continue
         g = measure_generation(model_dir, device, dtype=settings["dtype"], prompts=settings["prompts"],
                                max_new_tokens=settings["max_new_tokens"], batch_size=settings["gen_batch_size"])
         rows.append({"model": model_name, "measurement": "generate_hf_ifeval", **g})
         print(f"[bench] {model_name} generation: {g['prompts']} prompts in {g['generate_s']:.1f} s", flush=True)
+        save()
         torch.cuda.empty_cache() if torch.cuda.is_available() else None
-    return {"settings": settings, "device": {"name": name, "peak_bf16_flops": peak}, "rows": rows, "ratios": ratios}
+    out["complete"] = True
+    save()
+    return out
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -475,7 +494,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--device", default=None, help="default: cuda (cpu with --cpu-smoke)")
     ap.add_argument("--models-root", default=None, help="where the random-init models are built (default: cache)")
     ap.add_argument("--only", nargs="*", default=(), help="model names to run (default: all)")
-    ap.add_argument("--json", default=None)
+    ap.add_argument("--no-generation", action="store_true", help="leave out the HF backend's generation rows")
+    ap.add_argument("--json", default=None, help="written after every row, complete or not (see run_benchmark)")
     args = ap.parse_args(argv)
     import torch
 
@@ -484,10 +504,9 @@ def main(argv: Optional[list[str]] = None) -> None:
         args.cpu_smoke = True
     device = args.device or ("cpu" if args.cpu_smoke else "cuda")
     root = Path(args.models_root) if args.models_root else cache_dir() / "bench-gpu-models"
-    out = run_benchmark(smoke=args.cpu_smoke, device=device, models_root=root, only=args.only)
+    out = run_benchmark(smoke=args.cpu_smoke, device=device, models_root=root, only=args.only,
+                        generation=not args.no_generation, json_path=Path(args.json) if args.json else None)
     print(table(out["rows"]))
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
 
 
 if __name__ == "__main__":
