@@ -45,7 +45,8 @@ from typing import Any, Mapping, Optional
 
 from lightning.pytorch import Callback
 
-from ifdistill.callbacks.eval_jobs import EVAL_TIMEOUT_S, EvalQueue
+from ifdistill.callbacks.checkpoint_eval_settings import DEFAULTS as D
+from ifdistill.callbacks.eval_jobs import EvalQueue
 from ifdistill.callbacks.evaluations import CheckpointEvaluations, CommandBuilder
 from ifdistill.callbacks.export import export_checkpoint
 from ifdistill.launchers.runners import checkpoint_eval_runner
@@ -56,14 +57,16 @@ from ifdistill.runs.rundir import RunInfo
 class CheckpointEvalCallback(Callback):
     def __init__(self, *, eval_cfg: Any, run: Optional[RunInfo] = None, evals: Optional[Mapping[str, Any]] = None,
                  model_cfg: Any = None,
-                 every_n_steps: Optional[int] = 200, at_end: bool = True, at_start: bool = False,
-                 export_merged: bool = False,
-                 evaluate_kind: str = "auto", chat_template: Optional[str] = None,
-                 max_running: int = 1, max_pending: int = 4, policy: str = "wait",
-                 timeout_s: float = EVAL_TIMEOUT_S, retries: int = 1, final_wait_s: float = 3600.0,
-                 devices: Optional[dict] = None, log_samples: int = 64, runner: Any = None,
-                 engine: str = "process", persistent: Optional[Mapping[str, Any]] = None,
+                 every_n_steps: Optional[int] = D.every_n_steps, at_end: bool = D.at_end, at_start: bool = D.at_start,
+                 export_merged: bool = D.export_merged,
+                 evaluate_kind: str = D.evaluate_kind, chat_template: Optional[str] = D.chat_template,
+                 max_running: int = D.max_running, max_pending: int = D.max_pending, policy: str = D.policy,
+                 timeout_s: float = D.timeout_s, retries: int = D.retries, final_wait_s: float = D.final_wait_s,
+                 devices: Optional[dict] = None, log_samples: int = D.log_samples, runner: Any = D.runner,
+                 engine: str = D.engine, persistent: Optional[Mapping[str, Any]] = None,
                  command_builder: Optional[CommandBuilder] = None):
+        """Settings and their defaults: :class:`~ifdistill.callbacks.checkpoint_eval_settings.CheckpointEvalSettings`
+        (``devices``, ``persistent`` and ``evals``: None = empty)."""
         super().__init__()
         if every_n_steps is not None and every_n_steps <= 0:
             raise ValueError("every_n_steps must be positive (or null to evaluate only at the end)")

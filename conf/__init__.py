@@ -3,9 +3,13 @@
 Importing it registers what the YAML files use, so Hydra apps and tests that compose from this folder
 (``pkg://ifdistill.conf`` or its path) find it: the OmegaConf resolvers, and the schemas of the plain-data
 sections as Hydra's ``schema/<section>`` configs (:func:`ifdistill.config.store_schemas`), which those
-sections' YAML extends.
+sections' YAML extends, and the settings of the ``_target_`` nodes that have a dataclass of their own
+(:func:`ifdistill.config.store_target_schema`: the checkpoint-eval callback, the SLURM runner). Each of
+these modules imports nothing heavy.
 """
 
 import ifdistill.config  # noqa: F401  (resolvers; the model and paths schemas)
 import ifdistill.evaluator.settings  # noqa: F401  (the eval schema)
 import ifdistill.train.schemas  # noqa: F401  (the run, optim, datamodule and peft schemas)
+import ifdistill.callbacks.checkpoint_eval_settings  # noqa: F401  (schema/checkpoint_eval)
+import ifdistill.launchers.slurm_eval  # noqa: F401  (schema/slurm_runner)

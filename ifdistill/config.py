@@ -71,6 +71,19 @@ def store_schemas(schemas: Optional[dict[str, type]] = None) -> None:
         store.store(group="schema", name=section, node=schema)
 
 
+def store_target_schema(name: str, schema: type) -> None:
+    """``schema`` (the dataclass of a ``_target_``'s settings, the home of their defaults) as Hydra's config
+    ``schema/<name>``, which that target's YAML extends as a plain-data section's YAML extends its schema
+    (:func:`store_schemas`). Values are typed as Hydra composes, but the node is open: it also carries
+    Hydra's keys (``_target_``, ``_recursive_``) and the target's wiring (``eval_cfg: ${eval}``), so a
+    misspelt key is refused by preflight, against the target's signature, instead of by Hydra."""
+    from hydra.core.config_store import ConfigStore
+
+    node = OmegaConf.structured(schema)
+    OmegaConf.set_struct(node, False)
+    ConfigStore.instance().store(group="schema", name=name, node=node)
+
+
 def check_schema(schema: type, node: Any, where: str, *, resolve: bool = False, as_object: bool = False) -> Any:
     """``node`` merged into ``schema`` in struct mode; an unknown key or a wrong type raises
     :class:`ConfigError` starting with ``where`` and naming the key.

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ifdistill.config import store_target_schema
+
 # sacct states: finished ones map to an exit code; anything else is still running or waiting.
 FAILED_STATES = {"FAILED": 1, "CANCELLED": -15, "TIMEOUT": -14, "OUT_OF_MEMORY": -9, "NODE_FAIL": 1,
                  "PREEMPTED": -15, "BOOT_FAIL": 1, "DEADLINE": -14}
@@ -71,6 +73,9 @@ class SlurmRunner:
 
     def kill(self, job: Any) -> None:
         subprocess.run(["scancel", str(job.handle)], capture_output=True, timeout=60)
+
+
+store_target_schema("slurm_runner", SlurmRunner)  # conf/callbacks/checkpoint_eval_slurm.yaml extends it
 
 
 def job_state(job_id: str) -> tuple[str | None, int | None]:

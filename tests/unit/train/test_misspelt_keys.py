@@ -4,7 +4,9 @@ line, exit 2) that names the key.
 
 The sections are read from the composed config, not listed here: a new section is covered when it lands.
 A misspelt group option or a key without ``+`` is Hydra's composition error, refused even earlier
-(tests/unit/test_command_line.py runs those through the real console script).
+(tests/unit/test_command_line.py runs those through the real console script), except under a node composed
+from a ``_target_``'s dataclass (``ifdistill.config.store_target_schema``: open to Hydra's keys and wiring),
+whose keys preflight checks here against the target.
 """
 
 from __future__ import annotations
@@ -80,3 +82,26 @@ def test_a_method_section_setting_what_training_supplies_is_refused(key):
         message = str(err.value)
         assert f"method.{key}: training supplies it from {SUPPLIED_BY_TRAINING[key]}" in message, message
         assert "\n" not in message and "unknown key" not in message, message  # one problem, not also an unknown key
+
+
+def _nested_targets(node, where: str) -> list[str]:
+    """Paths of the mappings with a ``_target_`` below the top of ``node`` (a section)."""
+    out = []
+    for key, value in node.items():
+        if isinstance(value, DictConfig):
+            path = f"{where}.{key}"
+            out += ([path] if "_target_" in value else []) + _nested_targets(value, path)
+    return out
+
+
+def test_a_misspelt_key_of_a_nested_target_is_refused_by_name():
+    """``callbacks.checkpoint_eval.runner`` (a SLURM runner) is built by the callback, after the run directory
+    exists: its keys are checked against its own ``_target_`` up front, with or without ``+`` (the runner's
+    node is composed from its dataclass, open to keys Hydra would refuse elsewhere)."""
+    cfg = compose("train", [*BASE, "callbacks=checkpoint_eval_slurm", f"callbacks.checkpoint_eval.runner.{TYPO}=1"])
+    nested = _nested_targets(cfg.callbacks, "callbacks")
+    assert "callbacks.checkpoint_eval.runner" in nested
+    with pytest.raises(PreflightError) as err:
+        train_config(cfg, check_model=False)
+    message = str(err.value)
+    assert f"callbacks.checkpoint_eval.runner: unknown key {TYPO}" in message and "\n" not in message, message
