@@ -48,8 +48,6 @@ MISSING = object()
 
 #: Repeats of a code default still stated in YAML, per file (shrink only; module docstring).
 NOT_YET: dict[str, int] = {
-    "conf/method/distill.yaml": 12,
-    "conf/method/onpolicy_distill.yaml": 16,
     "conf/trainer/deepspeed_stage_2.yaml": 3,
     "conf/trainer/deepspeed_stage_3.yaml": 3,
     "conf/trainer/fsdp.yaml": 1,

@@ -55,6 +55,7 @@ from ifdistill.train.losses import DIVERGENCES, cached_kd_with_stats, ce_kd_with
 from ifdistill.train.modeling import SelectiveLM, adapter_disabled, build_model, is_peft
 from ifdistill.methods.sft.module import STAT_KEYS, SFTModule
 from ifdistill.methods.distill.hooks import DistillHooks
+from ifdistill.methods.distill.settings import DEFAULTS as D
 from ifdistill.methods.distill.teacher_cache import CachedTargets
 from ifdistill.train.token_sums import ratio
 
@@ -78,14 +79,17 @@ class ICLDistillModule(DistillHooks, SFTModule):
     teacher_kinds: tuple[str, ...] = TEACHERS
 
     def __init__(self, model: Mapping[str, Any], peft: Optional[Mapping[str, Any]] = None,
-                 optim: Optional[Mapping[str, Any]] = None, *, kd_ratio: float = 0.5, kl: str = "forward",
-                 beta: float = 0.5, temperature: float = 1.0, teacher: str = "frozen_initial",
-                 teacher_model: Optional[Mapping[str, Any]] = None, topk: Optional[int] = None,
-                 teacher_source: str = "online", cache_dir: Optional[str] = None, cache_k: int = 64,
-                 cache_batch_size: int = 1, cache_views_per_shard: int = 64, cache_claim_expiry_s: float = 300.0,
+                 optim: Optional[Mapping[str, Any]] = None, *, kd_ratio: float = D.kd_ratio, kl: str = D.kl,
+                 beta: float = D.beta, temperature: float = D.temperature, teacher: str = D.teacher,
+                 teacher_model: Optional[Mapping[str, Any]] = D.teacher_model, topk: Optional[int] = D.topk,
+                 teacher_source: str = D.teacher_source, cache_dir: Optional[str] = D.cache_dir,
+                 cache_k: int = D.cache_k, cache_batch_size: int = D.cache_batch_size,
+                 cache_views_per_shard: int = D.cache_views_per_shard,
+                 cache_claim_expiry_s: float = D.cache_claim_expiry_s,
                  seed: int = 42, val_names: Sequence[str] = ("heldout",), dtype: Optional[str] = None,
                  gradient_checkpointing: bool = False, attn_implementation: Optional[str] = None,
                  validate_at_start: bool = False, logit_chunk_size: Optional[int] = None, drift_from_base: bool = False):
+        # the settings and their defaults: DistillSettings (settings.py); then
         # SFTModule's arguments by name, no **kwargs: preflight checks the method section against this
         # signature, so an unknown key is refused before a run directory exists
         from ifdistill.methods.distill.teacher_pass_runner import TEACHER_SOURCES, cache_refusal

@@ -48,6 +48,7 @@ import torch
 from ifdistill.methods.distill.module import ICLDistillModule
 from ifdistill.methods.onpolicy_distill.checks import setting_problems
 from ifdistill.methods.onpolicy_distill.hooks import OnPolicyDistillHooks
+from ifdistill.methods.onpolicy_distill.settings import DEFAULTS as D
 from ifdistill.methods.onpolicy_distill.divergences import KINDS, token_divergence
 from ifdistill.methods.onpolicy_distill.monitoring import GEN_KEYS, SampleMonitor
 from ifdistill.methods.onpolicy_distill.sampling import HFSampler, Sample, SamplingSettings, prompts, with_samples
@@ -64,17 +65,20 @@ class OnPolicyDistillModule(OnPolicyDistillHooks, ICLDistillModule):
     normalise_after_backward = True
 
     def __init__(self, model: Mapping[str, Any], peft: Optional[Mapping[str, Any]] = None,
-                 optim: Optional[Mapping[str, Any]] = None, *, lmbda: float = 0.5, kl: str = "reverse",
-                 kd_ratio: float = 1.0, beta: float = 0.5, temperature: float = 1.0, topk: Optional[int] = None,
-                 teacher: str = "frozen_initial", ema_decay: float = 0.99, skip_tokens: int = 0,
-                 generation: Optional[Mapping[str, Any]] = None, stop_token_ids: tuple[int, ...] = (),
-                 sample_table_every: int = 50, sample_table_rows: int = 4, min_eos_rate: float = 0.0,
-                 eos_patience: int = 3, on_eos_collapse: str = "warn", engine: str = "hf", sync_every: int = 1,
-                 vllm: Optional[Mapping[str, Any]] = None, seed: int = 42, val_names: Sequence[str] = ("heldout",),
+                 optim: Optional[Mapping[str, Any]] = None, *, lmbda: float = D.lmbda, kl: str = D.kl,
+                 kd_ratio: float = D.kd_ratio, beta: float = D.beta, temperature: float = D.temperature,
+                 topk: Optional[int] = None, teacher: str = D.teacher, ema_decay: float = D.ema_decay,
+                 skip_tokens: int = D.skip_tokens, generation: Optional[Mapping[str, Any]] = D.generation,
+                 stop_token_ids: Sequence[int] = (), sample_table_every: int = D.sample_table_every,
+                 sample_table_rows: int = D.sample_table_rows, min_eos_rate: float = D.min_eos_rate,
+                 eos_patience: int = D.eos_patience, on_eos_collapse: str = D.on_eos_collapse,
+                 engine: str = D.engine, sync_every: int = D.sync_every, vllm: Optional[Mapping[str, Any]] = D.vllm, seed: int = 42, val_names: Sequence[str] = ("heldout",),
                  dtype: Optional[str] = None, gradient_checkpointing: bool = False,
                  attn_implementation: Optional[str] = None, validate_at_start: bool = False,
                  logit_chunk_size: Optional[int] = None, drift_from_base: bool = False):
-        # every key of conf/method/onpolicy_distill.yaml but the data layer's is an argument here, and
+        # the settings and their defaults: OnPolicyDistillSettings (settings.py; stop_token_ids: () is its
+        # empty list, topk joins with +method.topk); every key of the section but the data layer's is an
+        # argument here, and
         # there is no **kwargs: preflight refuses any other key against this signature (a typo, or an
         # off-policy setting this method does not use) before a run directory exists
         problems = setting_problems(dict(lmbda=lmbda, kl=kl, ema_decay=ema_decay, skip_tokens=skip_tokens,

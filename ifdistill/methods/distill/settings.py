@@ -1,0 +1,50 @@
+"""Off-policy ICL distillation's settings: the one home of their defaults.
+
+:class:`~ifdistill.methods.distill.module.ICLDistillModule` takes these as keyword arguments whose defaults
+read this dataclass, and Hydra composes ``method`` from it (``schema/method_distill``, which
+``conf/method/distill.yaml`` extends): the composed section holds every key at its default, so any key can
+be overridden without ``+``, and the YAML states only the data layer's keys (``k``, ``demos``) and wiring.
+The loss: ``kd_ratio * D(teacher, student) + (1 - kd_ratio) * CE`` on the completion tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ifdistill.config import store_target_schema
+
+
+@dataclass
+class DistillSettings:
+    kd_ratio: float = 0.5
+    kl: str = "forward"  # forward = KL(teacher||student) | reverse = KL(student||teacher) | jsd
+    beta: float = 0.5  # jsd only: weight of the teacher in the mixture (0 < beta < 1)
+    temperature: float = 1.0  # both distributions softened by T; the divergence is scaled by T^2
+    teacher: str = "frozen_initial"  # frozen_initial (LoRA: adapter disabled, no copy) | separate | self_stopgrad
+    teacher_model: Optional[dict[str, Any]] = None  # teacher=separate: a model section {name_or_path, dtype, revision}
+    topk: Optional[int] = None  # compare on the teacher's top-k tokens only (both renormalised)
+    # Where the teacher comes from: online (run every step) | cache (computed once by the teacher pass,
+    # teacher_pass_runner.py, and read by every run whose teacher views are the same; needs demos=per_example
+    # or k=0, a frozen teacher and kl=forward). The cache is content-addressed under cache_dir (teacher
+    # weights' sha256, dtype, V, cache_k, temperature), so one folder serves a sweep.
+    teacher_source: str = "online"
+    cache_dir: Optional[str] = None  # conf/method/distill.yaml: ${paths.output_root}/teacher_cache
+    # teacher's top-k stored per position (+ the tail mass); k >= V: exact. 64: gradient cosine 0.9993 with
+    # the online objective at Qwen3's V, 389 bytes/token (k=16: 0.996, k=256: 1.0000 at 4x the bytes;
+    # bench/bench_teacher_cache.py, trained tiny_qwen3)
+    cache_k: int = 64
+    cache_batch_size: int = 1  # teacher views per forward in the pass (1: no padding, bitwise reproducible)
+    # Jobs that fill one cache_dir at once (a sweep's runs, DDP ranks, pass tasks) share the views: each claims
+    # a batch of views (a claim file per view, O_CREAT|O_EXCL), computes them into one shard, and waits for
+    # the views others claimed (teacher_pass_claims.py). A job that stops beating for cache_claim_expiry_s (its
+    # heartbeat is rewritten every sixth of it) loses its claims to the others. Neither changes a cached
+    # number (both are left out of the config hash).
+    cache_views_per_shard: int = 64  # views per claim and per shard: smaller balances jobs finer, makes more files
+    cache_claim_expiry_s: float = 300.0  # above NFS attribute-cache times (<= 60 s by default), below a pass's length
+
+
+#: The settings' defaults, read by the module's signature.
+DEFAULTS = DistillSettings()
+
+store_target_schema("method_distill", DistillSettings)
