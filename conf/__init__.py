@@ -5,7 +5,7 @@ Importing it registers what the YAML files use, so Hydra apps and tests that com
 sections as Hydra's ``schema/<section>`` configs (:func:`ifdistill.config.store_schemas`), which those
 sections' YAML extends, and the settings of the ``_target_`` nodes that have a dataclass of their own
 (:func:`ifdistill.config.store_target_schema`: the checkpoint-eval callback, the SLURM runner, the
-distillation methods). Each of
+distillation methods, the training strategies). Each of
 these modules imports nothing heavy.
 """
 
@@ -16,3 +16,4 @@ import ifdistill.callbacks.checkpoint_eval_settings  # noqa: F401  (schema/check
 import ifdistill.launchers.slurm_eval  # noqa: F401  (schema/slurm_runner)
 import ifdistill.methods.distill.settings  # noqa: F401  (schema/method_distill)
 import ifdistill.methods.onpolicy_distill.settings  # noqa: F401  (schema/method_onpolicy_distill)
+import ifdistill.train.strategy_settings  # noqa: F401  (schema/zero2, zero3, fsdp2)

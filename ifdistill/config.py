@@ -71,16 +71,20 @@ def store_schemas(schemas: Optional[dict[str, type]] = None) -> None:
         store.store(group="schema", name=section, node=schema)
 
 
-def store_target_schema(name: str, schema: type) -> None:
+def store_target_schema(name: str, schema: type, *, closed: bool = False) -> None:
     """``schema`` (the dataclass of a ``_target_``'s settings, the home of their defaults) as Hydra's config
     ``schema/<name>``, which that target's YAML extends as a plain-data section's YAML extends its schema
-    (:func:`store_schemas`). Values are typed as Hydra composes, but the node is open: it also carries
-    Hydra's keys (``_target_``, ``_recursive_``) and the target's wiring (``eval_cfg: ${eval}``), so a
-    misspelt key is refused by preflight, against the target's signature, instead of by Hydra."""
+    (:func:`store_schemas`). Values are typed as Hydra composes.
+
+    An open node (the default) also takes keys the dataclass does not have: Hydra's (``_target_``,
+    ``_recursive_``), the target's wiring (``eval_cfg: ${eval}``) and a method's data-layer keys, so a misspelt
+    key is refused by preflight, against the target's signature. A ``closed`` node refuses it as Hydra
+    composes: for a target whose ``**kwargs`` preflight cannot check (a strategy factory), whose dataclass
+    then has fields for ``_target_`` and the wiring too."""
     from hydra.core.config_store import ConfigStore
 
     node = OmegaConf.structured(schema)
-    OmegaConf.set_struct(node, False)
+    OmegaConf.set_struct(node, closed)
     ConfigStore.instance().store(group="schema", name=name, node=node)
 
 

@@ -14,6 +14,8 @@ from typing import Any, Optional
 
 import torch
 
+from ifdistill.train.strategy_settings import FSDP2, ZERO, ZERO3
+
 
 def on_cpu(accelerator: str = "auto") -> bool:
     """Whether this process will train on CPU (``auto`` = no CUDA device visible)."""
@@ -28,10 +30,12 @@ def ddp(accelerator: str = "auto", find_unused_parameters: bool = False, **kwarg
     return DDPStrategy(find_unused_parameters=find_unused_parameters, **kwargs)
 
 
-def deepspeed_strategy(stage: int = 2, accelerator: str = "auto", *, offload_optimizer: Optional[str] = None,
-                       offload_parameters: Optional[str] = None, zero: Optional[Mapping[str, Any]] = None,
-                       exclude_frozen_parameters: bool = False, **kwargs: Any):
-    """ZeRO stage 2 or 3. ``offload_optimizer`` / ``offload_parameters``: ``null``, ``cpu`` or ``nvme``.
+def deepspeed_strategy(stage: int = ZERO.stage, accelerator: str = ZERO.accelerator, *,
+                       offload_optimizer: Optional[str] = ZERO.offload_optimizer,
+                       offload_parameters: Optional[str] = ZERO3.offload_parameters,
+                       zero: Optional[Mapping[str, Any]] = None, exclude_frozen_parameters: bool = False, **kwargs: Any):
+    """ZeRO stage 2 or 3. ``offload_optimizer`` / ``offload_parameters``: ``null``, ``cpu`` or ``nvme``
+    (the settings and their defaults: :mod:`ifdistill.train.strategy_settings`).
 
     ``zero`` entries are merged into the ``zero_optimization`` section last (e.g.
     ``stage3_param_persistence_threshold: 0`` to really shard tiny tensors in tests). With the optimizer
@@ -63,8 +67,8 @@ def deepspeed_strategy(stage: int = 2, accelerator: str = "auto", *, offload_opt
     return strategy
 
 
-def fsdp2(devices: int = 1, num_nodes: int = 1, accelerator: str = "auto", save_distributed_checkpoint: bool = True,
-          **kwargs: Any):
+def fsdp2(devices: int = FSDP2.devices, num_nodes: int = FSDP2.num_nodes, accelerator: str = FSDP2.accelerator,
+          save_distributed_checkpoint: bool = FSDP2.save_distributed_checkpoint, **kwargs: Any):
     """FSDP2 (``fully_shard``) over all ranks: data-parallel size = devices x nodes, no tensor parallelism."""
     from lightning.pytorch.strategies import ModelParallelStrategy
 

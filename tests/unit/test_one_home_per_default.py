@@ -10,13 +10,15 @@ run composed by Hydra and one built in Python timed out differently. So:
   ``_target_`` (``method/distill.yaml`` for the distillation module, ``callbacks/checkpoint_eval.yaml`` for
   the callback) for that target's arguments. Another value there is a second default, not a choice; an
   option file of a group (``model/qwen3_1.7b.yaml``'s ``dtype: bfloat16``) or a preset states choices;
-- the repeats still in YAML are counted per file in :data:`NOT_YET`, which may only shrink: a file whose
-  count drops fails the test until its entry is lowered (or removed), so a fixed repeat cannot come back.
+- no YAML file repeats a code default.
 
 A section with a schema is composed from it: its YAML extends Hydra's ``schema/<section>``
-(:func:`ifdistill.config.store_schemas`), so the composed tree still holds every key, with the dataclass's
-default, and any key can be overridden on the command line; the run directory's hash, computed from that tree,
-is the same as when the YAML spelt every default out (``tests/unit/test_configs.py`` pins it).
+(:func:`ifdistill.config.store_schemas`), and so does a ``_target_`` node whose settings have a dataclass
+(:func:`ifdistill.config.store_target_schema`: the checkpoint-eval callback, the SLURM runner, the
+distillation methods, the strategy factories; the target's signature reads its defaults from it). The
+composed tree still holds every key, with the dataclass's default, and any key can be overridden on the
+command line; the run directory's hash, computed from that tree, is the same as when the YAML spelt every
+default out (``tests/unit/test_configs.py`` pins it).
 
 Homes, read from the code, never listed here: :data:`ifdistill.config.SCHEMAS` (the plain-data
 sections' dataclasses, nested dataclasses included) and the signature of every ``ifdistill.*``
@@ -45,13 +47,6 @@ from ifdistill.config import SCHEMAS
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 MISSING = object()
-
-#: Repeats of a code default still stated in YAML, per file (shrink only; module docstring).
-NOT_YET: dict[str, int] = {
-    "conf/trainer/deepspeed_stage_2.yaml": 3,
-    "conf/trainer/deepspeed_stage_3.yaml": 3,
-    "conf/trainer/fsdp.yaml": 1,
-}
 
 
 def _dataclass_defaults(cls: type) -> dict[str, Any]:
@@ -188,11 +183,10 @@ def test_no_yaml_default_disagrees_with_its_code_home():
     assert not disagree, "YAML defaults that differ from the code's (key, yaml, code): " + repr(disagree)
 
 
-def test_repeated_defaults_only_shrink():
-    counts = {f: sum(kind == "repeats" for kind, *_ in rows) for f, rows in findings().items()}
-    counts = {f: n for f, n in counts.items() if n}
-    assert counts == NOT_YET, {f: (counts.get(f, 0), NOT_YET.get(f, 0)) for f in set(counts) | set(NOT_YET)
-                               if counts.get(f, 0) != NOT_YET.get(f, 0)}
+def test_no_yaml_file_repeats_a_code_default():
+    repeats = {f: [(k, y) for kind, k, y, c in rows if kind == "repeats"] for f, rows in findings().items()}
+    repeats = {f: rows for f, rows in repeats.items() if rows}
+    assert not repeats, "YAML values equal to the code's default (say it once, in the code): " + repr(repeats)
 
 
 def test_the_check_sees_a_repeat_and_a_disagreement(tmp_path, monkeypatch):

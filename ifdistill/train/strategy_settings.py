@@ -1,0 +1,56 @@
+"""The settings of the strategy factories (:mod:`ifdistill.train.strategies`): the one home of their defaults.
+
+The factories' signatures read these dataclasses, and Hydra composes each ``trainer.strategy`` node of
+``conf/trainer/*.yaml`` from one of them (``schema/zero2``, ``schema/zero3``, ``schema/fsdp2``), so the YAML
+states only wiring (``accelerator: ${..accelerator}``) and choices. The nodes are closed: the factories pass
+``**kwargs`` on to Lightning, so preflight cannot check a key against their signatures, and Hydra refuses a
+misspelt one as it composes (``_target_`` and the wiring are fields for that reason). A factory argument
+that is not a field here (``exclude_frozen_parameters``, DeepSpeed's own keywords) joins a node with ``+``;
+as a field it would enter every shipped tree, and with it the config hash, which covers
+``trainer.strategy``. This module imports nothing heavy, so composing a config does not import torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+MISSING = "???"  # OmegaConf's mark of a value the YAML must give (the factory's _target_)
+
+from ifdistill.config import store_target_schema
+
+
+@dataclass
+class Zero2Settings:
+    """``deepspeed_strategy`` at ZeRO stage 2: optimizer state and gradients sharded."""
+
+    _target_: str = MISSING  # the YAML names the factory
+    accelerator: str = "auto"  # the YAML wires the trainer's
+    stage: int = 2
+    offload_optimizer: Optional[str] = None  # null | cpu | nvme
+    zero: dict[str, Any] = field(default_factory=dict)  # extra zero_optimization entries, merged last
+
+
+@dataclass
+class Zero3Settings(Zero2Settings):
+    """ZeRO stage 3: the parameters sharded too (``zero: {stage3_param_persistence_threshold: 0}`` shards even
+    small tensors, as the tests do)."""
+
+    stage: int = 3
+    offload_parameters: Optional[str] = None  # null | cpu | nvme (stage 3 only)
+
+
+@dataclass
+class FSDP2Settings:
+    _target_: str = MISSING
+    devices: int = 1  # the YAML wires the trainer's devices, num_nodes and accelerator
+    num_nodes: int = 1
+    accelerator: str = "auto"
+    save_distributed_checkpoint: bool = True  # each rank writes its shard (false: one full checkpoint on rank 0)
+
+
+#: The defaults, read by the factories' signatures.
+ZERO, ZERO3, FSDP2 = Zero2Settings(), Zero3Settings(), FSDP2Settings()
+
+for _name, _schema in (("zero2", Zero2Settings), ("zero3", Zero3Settings), ("fsdp2", FSDP2Settings)):
+    store_target_schema(_name, _schema, closed=True)
