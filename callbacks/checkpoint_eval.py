@@ -40,12 +40,13 @@ queued again first (``on_train_start``), so a preempted sweep still ends with ev
 from __future__ import annotations
 
 import time
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from lightning.pytorch import Callback
 
-from ifdistill.callbacks.checkpoint_eval_settings import DEFAULTS as D
+from ifdistill.callbacks.checkpoint_eval_settings import DEFAULTS as D, CheckpointEvalSettings
 from ifdistill.callbacks.eval_jobs import EvalQueue
 from ifdistill.callbacks.evaluations import CheckpointEvaluations, CommandBuilder
 from ifdistill.callbacks.export import export_checkpoint
@@ -67,9 +68,11 @@ class CheckpointEvalCallback(Callback):
                  command_builder: Optional[CommandBuilder] = None):
         """Settings and their defaults: :class:`~ifdistill.callbacks.checkpoint_eval_settings.CheckpointEvalSettings`
         (``devices``, ``persistent`` and ``evals``: None = empty)."""
+        given = locals()
+        # the range and choice checks (a ValueError naming the key); None = the default (an empty mapping)
+        CheckpointEvalSettings(**{f.name: given[f.name] for f in fields(CheckpointEvalSettings)
+                                  if given[f.name] is not None or f.name == "every_n_steps"})
         super().__init__()
-        if every_n_steps is not None and every_n_steps <= 0:
-            raise ValueError("every_n_steps must be positive (or null to evaluate only at the end)")
         if run is None:
             raise ValueError("CheckpointEvalCallback needs the run it belongs to (run=RunInfo(...)); "
                              "ifdistill.train.run.train passes it when it builds the callbacks")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ifdistill.callbacks.eval_jobs import EVAL_TIMEOUT_S
+from ifdistill.callbacks.eval_jobs import EVAL_TIMEOUT_S, POLICIES
 from ifdistill.config import store_target_schema
 
 
@@ -43,8 +43,29 @@ class CheckpointEvalSettings:
     # ...} (callbacks=checkpoint_eval_slurm)
     runner: Any = None
 
+    def __post_init__(self) -> None:
+        """Range and choice checks, each message starting with its key (preflight prefixes the section)."""
+        from ifdistill.evaluator.settings import EXPORT_KINDS
+        from ifdistill.launchers.runners import ENGINES
+
+        if self.every_n_steps is not None and self.every_n_steps <= 0:
+            raise ValueError(f"every_n_steps: must be positive (or null to evaluate only at the end), got {self.every_n_steps}")
+        for key, value, allowed in (("evaluate_kind", self.evaluate_kind, EXPORT_KINDS), ("policy", self.policy, POLICIES),
+                                    ("engine", self.engine, ENGINES)):
+            if value not in allowed:
+                raise ValueError(f"{key}: must be one of {', '.join(allowed)}, got {value!r}")
+        for key, low in (("max_running", 1), ("max_pending", 0), ("retries", 0), ("log_samples", 0)):
+            if getattr(self, key) < low:
+                raise ValueError(f"{key}: must be at least {low}, got {getattr(self, key)}")
+        for key in ("timeout_s", "final_wait_s"):
+            if not getattr(self, key) > 0:
+                raise ValueError(f"{key}: must be positive seconds, got {getattr(self, key)}")
+        if self.engine == "persistent" and self.runner is not None:
+            raise ValueError("runner: engine=persistent runs the evaluator on this node and takes no runner (a SLURM "
+                             "job per evaluation is engine=process)")
 
 #: The settings' defaults, read by the callback's signature.
 DEFAULTS = CheckpointEvalSettings()
 
-store_target_schema("checkpoint_eval", CheckpointEvalSettings)
+store_target_schema("checkpoint_eval", CheckpointEvalSettings,
+                    targets=("ifdistill.callbacks.checkpoint_eval.CheckpointEvalCallback",))

@@ -29,6 +29,7 @@ from ifdistill.evaluator.output import RESULTS_FILE
 from ifdistill.launchers.runners import Runner, make_runner
 
 Policy = Literal["wait", "skip_new", "drop_oldest"]
+POLICIES: tuple[str, ...] = ("wait", "skip_new", "drop_oldest")
 INPUT_ERROR_EXIT = 2  # ifdistill-eval's exit code for bad input (an export with NaN weights, a bad config)
 #: An evaluation running longer is killed and counts as failed: a guard against a hung evaluator, generous
 #: enough for the full IFEval (541 prompts, 1,280 new tokens) on the HF backend of a small GPU.
@@ -75,8 +76,8 @@ class EvalQueue:
                  timeout_s: float = EVAL_TIMEOUT_S, retries: int = 1, poll_interval_s: float = 1.0,
                  is_complete: Callable[[Path], bool] = lambda out: (out / RESULTS_FILE).is_file(),
                  clock: Callable[[], float] = time.monotonic, runner: Runner | None = None):
-        if policy not in ("wait", "skip_new", "drop_oldest"):
-            raise ValueError(f"eval queue policy must be wait, skip_new or drop_oldest, not {policy!r}")
+        if policy not in POLICIES:
+            raise ValueError(f"eval queue policy must be one of {', '.join(POLICIES)}, not {policy!r}")
         self.max_running, self.max_pending, self.policy = max_running, max_pending, policy
         self.timeout_s, self.retries, self.poll_interval_s = timeout_s, retries, poll_interval_s
         self.is_complete, self.clock = is_complete, clock

@@ -71,7 +71,11 @@ def store_schemas(schemas: Optional[dict[str, type]] = None) -> None:
         store.store(group="schema", name=section, node=schema)
 
 
-def store_target_schema(name: str, schema: type, *, closed: bool = False) -> None:
+#: ``_target_`` path -> the dataclass of its settings (:func:`store_target_schema`), for :func:`settings_problems`.
+TARGET_SETTINGS: dict[str, type] = {}
+
+
+def store_target_schema(name: str, schema: type, *, targets: tuple[str, ...] = (), closed: bool = False) -> None:
     """``schema`` (the dataclass of a ``_target_``'s settings, the home of their defaults) as Hydra's config
     ``schema/<name>``, which that target's YAML extends as a plain-data section's YAML extends its schema
     (:func:`store_schemas`). Values are typed as Hydra composes.
@@ -80,12 +84,31 @@ def store_target_schema(name: str, schema: type, *, closed: bool = False) -> Non
     ``_recursive_``), the target's wiring (``eval_cfg: ${eval}``) and a method's data-layer keys, so a misspelt
     key is refused by preflight, against the target's signature. A ``closed`` node refuses it as Hydra
     composes: for a target whose ``**kwargs`` preflight cannot check (a strategy factory), whose dataclass
-    then has fields for ``_target_`` and the wiring too."""
+    then has fields for ``_target_`` and the wiring too. ``targets``: the ``_target_`` paths whose nodes
+    :func:`settings_problems` checks with ``schema`` (its ``__post_init__`` holds the range checks)."""
     from hydra.core.config_store import ConfigStore
 
+    TARGET_SETTINGS.update(dict.fromkeys(targets, schema))
     node = OmegaConf.structured(schema)
     OmegaConf.set_struct(node, closed)
     ConfigStore.instance().store(group="schema", name=name, node=node)
+
+
+def settings_problems(node: Mapping[str, Any], where: str) -> list[str]:
+    """A ``_target_`` node's values that its settings dataclass refuses (a range, a choice), as one line
+    ``<where>.<message>``; the dataclass's own ``__post_init__`` says what is wrong, starting with the key.
+    Empty for a node whose target has no registered settings (:data:`TARGET_SETTINGS`)."""
+    import dataclasses
+
+    schema = TARGET_SETTINGS.get(str(node.get("_target_")))
+    if schema is None:
+        return []
+    names = {f.name for f in dataclasses.fields(schema) if f.init and not f.name.startswith("_")}
+    try:
+        schema(**{k: v for k, v in node.items() if k in names})
+    except (TypeError, ValueError) as err:
+        return [f"{where}.{err}"]
+    return []
 
 
 def check_schema(schema: type, node: Any, where: str, *, resolve: bool = False, as_object: bool = False) -> Any:

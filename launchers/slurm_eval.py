@@ -34,6 +34,13 @@ class SlurmRunner:
     extra_args: list[str] = field(default_factory=list)
     setup: list[str] = field(default_factory=list)  # shell lines before the evaluator (module load ...)
 
+    def __post_init__(self) -> None:
+        for key in ("time_min", "cpus_per_task", "mem_gb"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key}: must be at least 1, got {getattr(self, key)}")
+        if self.gpus is not None and self.gpus < 0:
+            raise ValueError(f"gpus: must be null or at least 0, got {self.gpus}")
+
     def script(self, job: Any) -> str:
         lines = ["#!/bin/bash", "set -e"]
         lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(job.env.items())
@@ -75,7 +82,7 @@ class SlurmRunner:
         subprocess.run(["scancel", str(job.handle)], capture_output=True, timeout=60)
 
 
-store_target_schema("slurm_runner", SlurmRunner)  # conf/callbacks/checkpoint_eval_slurm.yaml extends it
+store_target_schema("slurm_runner", SlurmRunner, targets=("ifdistill.launchers.slurm_eval.SlurmRunner",))  # conf/callbacks/checkpoint_eval_slurm.yaml extends it
 
 
 def job_state(job_id: str) -> tuple[str | None, int | None]:

@@ -106,15 +106,19 @@ def check_ranges(tree: Mapping[str, Any]) -> list[str]:
 
 
 def check_target_keys(node: Any, name: str) -> list[str]:
-    """Keys of ``node`` that its ``_target_``'s constructor does not accept (none if it takes **kwargs),
-    and so on for every ``_target_`` node below it (``callbacks.checkpoint_eval.runner``); a method's data
+    """Keys of ``node`` that its ``_target_``'s constructor does not accept (none if it takes **kwargs) and
+    values its settings dataclass refuses (:func:`ifdistill.config.settings_problems`), and so on for every
+    ``_target_`` node below it (``callbacks.checkpoint_eval.runner``); a method's data
     keys (:meth:`~ifdistill.train.method.MethodHooks.data_keys`) are the data layer's, and the arguments
     training supplies (:data:`~ifdistill.train.method.SUPPLIED_BY_TRAINING`) are refused by name."""
     if not isinstance(node, Mapping):
         return []
     nested = [p for key, value in node.items() if isinstance(value, Mapping)
               for p in check_target_keys(value, f"{name}.{key}")]
-    return _own_target_keys(node, name) + nested
+    from ifdistill.config import settings_problems
+
+    # _own_target_keys imports the target, whose module registers its settings (store_target_schema)
+    return _own_target_keys(node, name) + settings_problems(node, name) + nested
 
 
 def _own_target_keys(node: Mapping, name: str) -> list[str]:

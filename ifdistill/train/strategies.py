@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import torch
 
-from ifdistill.train.strategy_settings import FSDP2, ZERO, ZERO3
+from ifdistill.train.strategy_settings import FSDP2, ZERO, ZERO3, Zero3Settings
 
 
 def on_cpu(accelerator: str = "auto") -> bool:
@@ -42,13 +42,8 @@ def deepspeed_strategy(stage: int = ZERO.stage, accelerator: str = ZERO.accelera
     offloaded, a torch optimizer is allowed (``zero_force_ds_cpu_optimizer: false``) unless
     ``optim.name=deepspeed_cpu_adam`` selects DeepSpeed's faster one.
     """
-    if stage not in (1, 2, 3):
-        raise ValueError(f"DeepSpeed ZeRO stage must be 1, 2 or 3, got {stage}")
-    if stage < 3 and offload_parameters:
-        raise ValueError("offload_parameters needs ZeRO stage 3")
-    for name, where in (("offload_optimizer", offload_optimizer), ("offload_parameters", offload_parameters)):
-        if where not in (None, "cpu", "nvme"):
-            raise ValueError(f"{name} must be null, 'cpu' or 'nvme', got {where!r}")
+    # the range checks (a ValueError naming the key): stage, the offload devices, parameters offloaded at stage 3 only
+    Zero3Settings(stage=stage, offload_optimizer=offload_optimizer, offload_parameters=offload_parameters)
     kwargs.setdefault("logging_batch_size_per_gpu", 1)  # only DeepSpeed's throughput log reads it
     args = dict(stage=stage, offload_optimizer=bool(offload_optimizer), offload_parameters=bool(offload_parameters),
                 offload_optimizer_device=offload_optimizer or "cpu", offload_params_device=offload_parameters or "cpu",

@@ -20,6 +20,9 @@ MISSING = "???"  # OmegaConf's mark of a value the YAML must give (the factory's
 from ifdistill.config import store_target_schema
 
 
+OFFLOAD_DEVICES = (None, "cpu", "nvme")
+
+
 @dataclass
 class Zero2Settings:
     """``deepspeed_strategy`` at ZeRO stage 2: optimizer state and gradients sharded."""
@@ -29,6 +32,15 @@ class Zero2Settings:
     stage: int = 2
     offload_optimizer: Optional[str] = None  # null | cpu | nvme
     zero: dict[str, Any] = field(default_factory=dict)  # extra zero_optimization entries, merged last
+
+    def __post_init__(self) -> None:
+        if self.stage not in (1, 2, 3):
+            raise ValueError(f"stage: DeepSpeed ZeRO stage must be 1, 2 or 3, got {self.stage}")
+        for key in ("offload_optimizer", "offload_parameters"):
+            if getattr(self, key, None) not in OFFLOAD_DEVICES:
+                raise ValueError(f"{key}: must be null, cpu or nvme, got {getattr(self, key)!r}")
+        if getattr(self, "offload_parameters", None) and self.stage < 3:
+            raise ValueError("offload_parameters: needs ZeRO stage 3")
 
 
 @dataclass
@@ -52,5 +64,6 @@ class FSDP2Settings:
 #: The defaults, read by the factories' signatures.
 ZERO, ZERO3, FSDP2 = Zero2Settings(), Zero3Settings(), FSDP2Settings()
 
-for _name, _schema in (("zero2", Zero2Settings), ("zero3", Zero3Settings), ("fsdp2", FSDP2Settings)):
-    store_target_schema(_name, _schema, closed=True)
+store_target_schema("zero2", Zero2Settings, closed=True)
+store_target_schema("zero3", Zero3Settings, targets=("ifdistill.train.strategies.deepspeed_strategy",), closed=True)
+store_target_schema("fsdp2", FSDP2Settings, targets=("ifdistill.train.strategies.fsdp2",), closed=True)

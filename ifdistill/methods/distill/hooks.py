@@ -45,11 +45,12 @@ class DistillHooks(SFTHooks):
 
     @classmethod
     def config_problems(cls, method: Mapping[str, Any], tree: Mapping[str, Any]) -> list[str]:
-        """A method that reads a teacher cache can share one (:func:`~ifdistill.methods.distill.teacher_pass_runner.cache_refusal`)."""
-        from ifdistill.methods.distill.teacher_pass_runner import cache_refusal
+        """The values the module would refuse (:func:`~ifdistill.methods.distill.settings.setting_problems`:
+        a kind, a range, a teacher cache it cannot share), before a run directory exists."""
+        from ifdistill.methods.distill.settings import setting_problems
+        from ifdistill.train.losses import DIVERGENCES  # the objective's kinds (preflight imports the module anyway)
 
-        refusal = cache_refusal(method)
-        return [refusal] if refusal else []
+        return setting_problems(method, divergences=DIVERGENCES)
 
     @classmethod
     def sections(cls) -> tuple[str, ...]:

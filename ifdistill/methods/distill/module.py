@@ -55,11 +55,10 @@ from ifdistill.train.losses import DIVERGENCES, cached_kd_with_stats, ce_kd_with
 from ifdistill.train.modeling import SelectiveLM, adapter_disabled, build_model, is_peft
 from ifdistill.methods.sft.module import STAT_KEYS, SFTModule
 from ifdistill.methods.distill.hooks import DistillHooks
-from ifdistill.methods.distill.settings import DEFAULTS as D
+from ifdistill.methods.distill.settings import DEFAULTS as D, TEACHERS, setting_problems
 from ifdistill.methods.distill.teacher_cache import CachedTargets
 from ifdistill.train.token_sums import ratio
 
-TEACHERS = ("frozen_initial", "separate", "self_stopgrad")
 
 
 @contextlib.contextmanager
@@ -92,24 +91,12 @@ class ICLDistillModule(DistillHooks, SFTModule):
         # the settings and their defaults: DistillSettings (settings.py); then
         # SFTModule's arguments by name, no **kwargs: preflight checks the method section against this
         # signature, so an unknown key is refused before a run directory exists
-        from ifdistill.methods.distill.teacher_pass_runner import TEACHER_SOURCES, cache_refusal
-
         built = time.perf_counter()  # the run's time, for the pass's share of it, counts the model's loading
-        if kl not in self.divergence_kinds:
-            raise ValueError(f"method.kl must be one of {self.divergence_kinds}, got {kl!r}")
-        if teacher not in self.teacher_kinds:
-            raise ValueError(f"method.teacher must be one of {self.teacher_kinds}, got {teacher!r}")
-        if not 0.0 <= kd_ratio <= 1.0:
-            raise ValueError(f"method.kd_ratio must be in [0, 1], got {kd_ratio}")
-        if teacher == "separate" and not teacher_model:
-            raise ValueError("method.teacher=separate needs method.teacher_model (name_or_path, dtype, ...)")
-        if teacher_source not in TEACHER_SOURCES:
-            raise ValueError(f"method.teacher_source must be one of {TEACHER_SOURCES}, got {teacher_source!r}")
-        refusal = cache_refusal(dict(teacher_source=teacher_source, teacher=teacher, kl=kl, topk=topk))
-        if refusal:
-            raise ValueError(refusal)
-        if teacher_source == "cache" and not cache_dir:
-            raise ValueError("method.teacher_source=cache needs method.cache_dir")
+        problems = setting_problems(dict(kl=kl, teacher=teacher, kd_ratio=kd_ratio, teacher_model=teacher_model,
+                                         teacher_source=teacher_source, cache_dir=cache_dir, topk=topk),
+                                    divergences=self.divergence_kinds, teachers=self.teacher_kinds)
+        if problems:
+            raise ValueError(problems[0])
         super().__init__(model, peft, optim, seed=seed, val_names=val_names, dtype=dtype,
                          gradient_checkpointing=gradient_checkpointing, attn_implementation=attn_implementation,
                          validate_at_start=validate_at_start, logit_chunk_size=logit_chunk_size,

@@ -9,6 +9,7 @@ The loss: ``kd_ratio * D(teacher, student) + (1 - kd_ratio) * CE`` on the comple
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -46,5 +47,36 @@ class DistillSettings:
 
 #: The settings' defaults, read by the module's signature.
 DEFAULTS = DistillSettings()
+TEACHERS = ("frozen_initial", "separate", "self_stopgrad")
+TEACHER_SOURCES = ("online", "cache")
 
-store_target_schema("method_distill", DistillSettings)
+
+def setting_problems(method: Mapping[str, Any], *, divergences: Sequence[str],
+                     teachers: Sequence[str] = TEACHERS) -> list[str]:
+    """The values of a ``method`` section (defaults filled in from :data:`DEFAULTS`) the module cannot train
+    with, one line each naming its key: what preflight reports (``DistillHooks.config_problems``) and the
+    module's constructor raises, from one place. ``divergences``/``teachers``: the kinds the module class
+    accepts (a subclass may add some)."""
+    from ifdistill.methods.distill.teacher_pass_runner import cache_refusal
+
+    def get(key: str) -> Any:
+        return method.get(key, getattr(DEFAULTS, key))
+
+    problems = []
+    if get("kl") not in divergences:
+        problems.append(f"method.kl: must be one of {', '.join(divergences)}, got {get('kl')!r}")
+    if get("teacher") not in teachers:
+        problems.append(f"method.teacher: must be one of {', '.join(teachers)}, got {get('teacher')!r}")
+    if not 0.0 <= float(get("kd_ratio")) <= 1.0:
+        problems.append(f"method.kd_ratio: must be in [0, 1], got {get('kd_ratio')}")
+    if get("teacher") == "separate" and not get("teacher_model"):
+        problems.append("method.teacher=separate needs method.teacher_model (name_or_path, dtype, ...)")
+    if get("teacher_source") not in TEACHER_SOURCES:
+        problems.append(f"method.teacher_source: must be one of {', '.join(TEACHER_SOURCES)}, "
+                        f"got {get('teacher_source')!r}")
+    elif get("teacher_source") == "cache" and not get("cache_dir"):
+        problems.append("method.teacher_source=cache needs method.cache_dir")
+    refusal = cache_refusal(method)
+    return problems + ([refusal] if refusal else [])
+
+store_target_schema("method_distill", DistillSettings)  # checked by setting_problems, which knows the module's kinds

@@ -45,7 +45,6 @@ if TYPE_CHECKING:  # torch is imported by the functions that need it: preflight 
 
 log = logging.getLogger(__name__)
 
-TEACHER_SOURCES = ("online", "cache")
 
 
 def cache_refusal(method: Mapping[str, Any]) -> Optional[str]:

@@ -105,3 +105,27 @@ def test_a_misspelt_key_of_a_nested_target_is_refused_by_name():
         train_config(cfg, check_model=False)
     message = str(err.value)
     assert f"callbacks.checkpoint_eval.runner: unknown key {TYPO}" in message and "\n" not in message, message
+
+
+@pytest.mark.parametrize("overrides, says", [
+    (["method=distill", "method.kl=bogus"], "method.kl: must be one of"),
+    (["method=distill", "method.kd_ratio=2"], "method.kd_ratio: must be in [0, 1]"),
+    (["method=distill", "method.teacher=separate"], "method.teacher=separate needs method.teacher_model"),
+    (["callbacks=checkpoint_eval", "callbacks.checkpoint_eval.policy=bogus"], "callbacks.checkpoint_eval.policy: must be"),
+    (["callbacks=checkpoint_eval", "callbacks.checkpoint_eval.engine=bogus"], "callbacks.checkpoint_eval.engine: must be"),
+    (["callbacks=checkpoint_eval", "callbacks.checkpoint_eval.max_running=0"], "callbacks.checkpoint_eval.max_running:"),
+    (["callbacks=checkpoint_eval", "callbacks.checkpoint_eval.every_n_steps=0"], "callbacks.checkpoint_eval.every_n_steps:"),
+    (["callbacks=checkpoint_eval_slurm", "callbacks.checkpoint_eval.runner.time_min=-5"],
+     "callbacks.checkpoint_eval.runner.time_min: must be at least 1"),
+    (["trainer=deepspeed_stage_2", "trainer.strategy.stage=5"], "trainer.strategy.stage:"),
+    (["trainer=deepspeed_stage_3", "trainer.strategy.offload_parameters=disk"], "trainer.strategy.offload_parameters:"),
+])
+def test_a_value_the_settings_refuse_is_refused_before_anything_is_built(overrides, says):
+    """Range and choice checks live in the settings dataclasses (and distillation's setting_problems), which
+    the objects' constructors run too; preflight runs them on the composed tree, so such a value is one line,
+    exit 2, before a run directory exists (each once made the directory, then failed as the object was built)."""
+    cfg = compose("train", [*BASE, *overrides])
+    with pytest.raises(PreflightError) as err:
+        train_config(cfg, check_model=False)
+    message = str(err.value)
+    assert says in message and "\n" not in message, message
