@@ -69,9 +69,7 @@ class CheckpointEvalCallback(Callback):
         """Settings and their defaults: :class:`~ifdistill.callbacks.checkpoint_eval_settings.CheckpointEvalSettings`
         (``devices``, ``persistent`` and ``evals``: None = empty)."""
         given = locals()
-        # the range and choice checks (a ValueError naming the key); None = the default (an empty mapping)
-        CheckpointEvalSettings(**{f.name: given[f.name] for f in fields(CheckpointEvalSettings)
-                                  if given[f.name] is not None or f.name == "every_n_steps"})
+        CheckpointEvalSettings(**{f.name: given[f.name] for f in fields(CheckpointEvalSettings)})  # its checks
         super().__init__()
         if run is None:
             raise ValueError("CheckpointEvalCallback needs the run it belongs to (run=RunInfo(...)); "
