@@ -57,9 +57,10 @@ class CheckpointEvalSettings:
         for key, low in (("max_running", 1), ("max_pending", 0), ("retries", 0), ("log_samples", 0)):
             if getattr(self, key) < low:
                 raise ValueError(f"{key}: must be at least {low}, got {getattr(self, key)}")
-        for key in ("timeout_s", "final_wait_s"):
-            if not getattr(self, key) > 0:
-                raise ValueError(f"{key}: must be positive seconds, got {getattr(self, key)}")
+        if not self.timeout_s > 0:
+            raise ValueError(f"timeout_s: must be positive seconds, got {self.timeout_s}")
+        if not self.final_wait_s >= 0:  # 0: list what is outstanding at the end without waiting
+            raise ValueError(f"final_wait_s: must be at least 0 seconds, got {self.final_wait_s}")
         if self.engine == "persistent" and self.runner is not None:
             raise ValueError("runner: engine=persistent runs the evaluator on this node and takes no runner (a SLURM "
                              "job per evaluation is engine=process)")

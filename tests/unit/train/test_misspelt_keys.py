@@ -115,6 +115,7 @@ def test_a_misspelt_key_of_a_nested_target_is_refused_by_name():
     (["callbacks=checkpoint_eval", "callbacks.checkpoint_eval.engine=bogus"], "callbacks.checkpoint_eval.engine: must be"),
     (["callbacks=checkpoint_eval", "callbacks.checkpoint_eval.max_running=0"], "callbacks.checkpoint_eval.max_running:"),
     (["callbacks=checkpoint_eval", "callbacks.checkpoint_eval.every_n_steps=0"], "callbacks.checkpoint_eval.every_n_steps:"),
+    (["callbacks=checkpoint_eval", "callbacks.checkpoint_eval.final_wait_s=-1"], "callbacks.checkpoint_eval.final_wait_s:"),
     (["callbacks=checkpoint_eval_slurm", "callbacks.checkpoint_eval.runner.time_min=-5"],
      "callbacks.checkpoint_eval.runner.time_min: must be at least 1"),
     (["trainer=deepspeed_stage_2", "trainer.strategy.stage=5"], "trainer.strategy.stage:"),
@@ -129,3 +130,16 @@ def test_a_value_the_settings_refuse_is_refused_before_anything_is_built(overrid
         train_config(cfg, check_model=False)
     message = str(err.value)
     assert says in message and "\n" not in message, message
+
+
+@pytest.mark.parametrize("overrides", [
+    ["callbacks=checkpoint_eval", "callbacks.checkpoint_eval.final_wait_s=0"],  # list what is missing, no wait
+    ["callbacks=checkpoint_eval", "callbacks.checkpoint_eval.every_n_steps=null"],  # at the end only
+    ["callbacks=checkpoint_eval", "callbacks.checkpoint_eval.max_pending=0", "callbacks.checkpoint_eval.retries=0"],
+    ["callbacks=checkpoint_eval_slurm", "callbacks.checkpoint_eval.runner.gpus=0"],
+    ["trainer=deepspeed_stage_3_offload"],
+])
+def test_the_edges_of_each_range_are_accepted(overrides):
+    """The values at the edge of what the settings allow pass preflight: a check must not refuse a setting
+    that works (final_wait_s=0 once did, and two integration tests use it)."""
+    train_config(compose("train", [*BASE, *overrides]), check_model=False)
