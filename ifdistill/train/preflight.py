@@ -134,14 +134,21 @@ def _own_target_keys(node: Mapping, name: str) -> list[str]:
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
         return []
     from ifdistill.train.method import SUPPLIED_BY_TRAINING, MethodHooks
+    from ifdistill.train.run import SUPPLIED_TO_CALLBACKS
 
     method = inspect.isclass(target) and issubclass(target, MethodHooks)
     read_elsewhere = set(target.data_keys()) if method else set()
-    supplied = set(SUPPLIED_BY_TRAINING) if method else set()  # the method section may not set these
+    # what training passes itself, which the section may not set: a method's, or a callback's of the group
+    if method:
+        supplied = dict(SUPPLIED_BY_TRAINING)
+    elif name.startswith("callbacks.") and name.count(".") == 1:
+        supplied = {k: where for k, where in SUPPLIED_TO_CALLBACKS.items() if k in params}
+    else:
+        supplied = {}
     keys = set(map(str, node.keys()))
-    problems = [f"{name}.{key}: training supplies it from {SUPPLIED_BY_TRAINING[key]}, not from the {name} section"
-                for key in sorted(keys & supplied)]
-    unknown = sorted(keys - set(params) - _HYDRA_KEYS - read_elsewhere - supplied)
+    problems = [f"{name}.{key}: training supplies it from {supplied[key]}, not from the {name} section"
+                for key in sorted(keys & set(supplied))]
+    unknown = sorted(keys - set(params) - _HYDRA_KEYS - read_elsewhere - set(supplied))
     if unknown:
         known = sorted(k for k in params if k != "self" and k not in supplied)
         problems.append(f"{name}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} for "

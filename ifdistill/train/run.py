@@ -116,6 +116,11 @@ def check_run_dir(config: TrainConfig) -> None:
         raise RunDirError(f"run.resume=required but {rd.checkpoints} holds no complete checkpoint")
 
 
+#: What training gives a callback of the ``callbacks`` group whose constructor takes it, and from where; a
+#: callback section that sets one is refused by preflight (the value would be replaced unseen).
+SUPPLIED_TO_CALLBACKS = {"run": "the run it starts (its RunInfo)"}
+
+
 def _callbacks(config: TrainConfig, run: RunInfo, *, progress_bar: bool, started_elsewhere: bool = False) -> list:
     """The divergence guard, checkpointing and requeue handling, then the ``callbacks`` group; a callback
     whose constructor takes ``run`` is given the :class:`~ifdistill.runs.rundir.RunInfo` of this run."""

@@ -143,3 +143,13 @@ def test_the_edges_of_each_range_are_accepted(overrides):
     """The values at the edge of what the settings allow pass preflight: a check must not refuse a setting
     that works (final_wait_s=0 once did, and two integration tests use it)."""
     train_config(compose("train", [*BASE, *overrides]), check_model=False)
+
+
+def test_a_callback_section_setting_what_training_supplies_is_refused():
+    """``+callbacks.checkpoint_eval.run=abc`` was replaced by the run training starts, unseen (the run's
+    config.yaml recorded it): refused by name, as a method section's ``seed`` is."""
+    cfg = compose("train", [*BASE, "callbacks=checkpoint_eval", "+callbacks.checkpoint_eval.run=abc"])
+    with pytest.raises(PreflightError) as err:
+        train_config(cfg, check_model=False)
+    message = str(err.value)
+    assert "callbacks.checkpoint_eval.run: training supplies it" in message and "\n" not in message, message
