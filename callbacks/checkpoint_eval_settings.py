@@ -46,12 +46,12 @@ class CheckpointEvalSettings:
     def __post_init__(self) -> None:
         """Range and choice checks, each message starting with its key (preflight prefixes the section)."""
         from ifdistill.evaluator.settings import EXPORT_KINDS
-        from ifdistill.launchers.runners import ENGINES
+        from ifdistill.launchers.runners import engine_problem
 
         if self.every_n_steps is not None and self.every_n_steps <= 0:
-            raise ValueError(f"every_n_steps: must be positive (or null to evaluate only at the end), got {self.every_n_steps}")
-        for key, value, allowed in (("evaluate_kind", self.evaluate_kind, EXPORT_KINDS), ("policy", self.policy, POLICIES),
-                                    ("engine", self.engine, ENGINES)):
+            raise ValueError(f"every_n_steps: must be positive (or null to evaluate only at the end), "
+                             f"got {self.every_n_steps}")
+        for key, value, allowed in (("evaluate_kind", self.evaluate_kind, EXPORT_KINDS), ("policy", self.policy, POLICIES)):
             if value not in allowed:
                 raise ValueError(f"{key}: must be one of {', '.join(allowed)}, got {value!r}")
         for key, low in (("max_running", 1), ("max_pending", 0), ("retries", 0), ("log_samples", 0)):
@@ -61,9 +61,9 @@ class CheckpointEvalSettings:
             raise ValueError(f"timeout_s: must be positive seconds, got {self.timeout_s}")
         if not self.final_wait_s >= 0:  # 0: list what is outstanding at the end without waiting
             raise ValueError(f"final_wait_s: must be at least 0 seconds, got {self.final_wait_s}")
-        if self.engine == "persistent" and self.runner is not None:
-            raise ValueError("runner: engine=persistent runs the evaluator on this node and takes no runner (a SLURM "
-                             "job per evaluation is engine=process)")
+        problem = engine_problem(self.engine, self.runner)  # the runner's own check, run at the edge
+        if problem:
+            raise ValueError(problem)
 
 #: The settings' defaults, read by the callback's signature.
 DEFAULTS = CheckpointEvalSettings()

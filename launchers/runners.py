@@ -54,17 +54,26 @@ def make_runner(spec: Any = None, **options: Any) -> Runner:
     raise ValueError(f"unknown evaluation runner {spec!r}: use one of {', '.join(RUNNERS)} or a node with _target_")
 
 
+def engine_problem(engine: str, runner: Any) -> str | None:
+    """Why ``engine`` and ``runner`` of a ``callbacks.checkpoint_eval`` section do not go together (``None``:
+    they do); preflight reports it through the section's settings, :func:`checkpoint_eval_runner` raises it."""
+    if engine not in ENGINES:
+        return f"engine must be process or persistent, not {engine!r}"
+    if engine == "persistent" and runner is not None:
+        return ("engine=persistent runs the evaluator on this node; it does not combine with a runner "
+                "(a SLURM job per evaluation is engine=process)")
+    return None
+
+
 def checkpoint_eval_runner(runner: Any = None, engine: str = "process", persistent: Mapping[str, Any] | None = None,
                            **options: Any) -> Runner:
     """The runner a run's ``callbacks.checkpoint_eval`` section names (its ``runner``, ``engine`` and
     ``persistent`` fields): ``engine=persistent`` is one long-lived evaluator on this node (``persistent``
     and ``options`` are its settings) and takes no ``runner``; ``engine=process`` is a process per
     evaluation wherever ``runner`` says. The callback and back-fill both read the section through here."""
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be process or persistent, not {engine!r}")
+    problem = engine_problem(engine, runner)
+    if problem:
+        raise ValueError(problem)
     if engine == "persistent":
-        if runner is not None:
-            raise ValueError("engine=persistent runs the evaluator on this node; it does not combine with a runner "
-                             "(a SLURM job per evaluation is engine=process)")
         return make_runner("persistent", **{**dict(persistent or {}), **options})
     return make_runner(runner, **options)

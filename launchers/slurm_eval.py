@@ -82,7 +82,8 @@ class SlurmRunner:
         subprocess.run(["scancel", str(job.handle)], capture_output=True, timeout=60)
 
 
-store_target_schema("slurm_runner", SlurmRunner, targets=("ifdistill.launchers.slurm_eval.SlurmRunner",))  # conf/callbacks/checkpoint_eval_slurm.yaml extends it
+# conf/callbacks/checkpoint_eval_slurm.yaml extends it
+store_target_schema("slurm_runner", SlurmRunner, targets=("ifdistill.launchers.slurm_eval.SlurmRunner",))
 
 
 def job_state(job_id: str) -> tuple[str | None, int | None]:

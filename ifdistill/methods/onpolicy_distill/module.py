@@ -72,7 +72,8 @@ class OnPolicyDistillModule(OnPolicyDistillHooks, ICLDistillModule):
                  stop_token_ids: Sequence[int] = (), sample_table_every: int = D.sample_table_every,
                  sample_table_rows: int = D.sample_table_rows, min_eos_rate: float = D.min_eos_rate,
                  eos_patience: int = D.eos_patience, on_eos_collapse: str = D.on_eos_collapse,
-                 engine: str = D.engine, sync_every: int = D.sync_every, vllm: Optional[Mapping[str, Any]] = D.vllm, seed: int = 42, val_names: Sequence[str] = ("heldout",),
+                 engine: str = D.engine, sync_every: int = D.sync_every, vllm: Optional[Mapping[str, Any]] = D.vllm,
+                 seed: int = 42, val_names: Sequence[str] = ("heldout",),
                  dtype: Optional[str] = None, gradient_checkpointing: bool = False,
                  attn_implementation: Optional[str] = None, validate_at_start: bool = False,
                  logit_chunk_size: Optional[int] = None, drift_from_base: bool = False):
