@@ -69,6 +69,8 @@ if str(ROOT) not in sys.path:  # run as a script: make the repository importable
     sys.path.insert(0, str(ROOT))
 
 from bench.step_costs import profile_step, step_flops  # noqa: E402  (after the path is set)
+from ifdistill.methods.distill.settings import DistillSettings  # noqa: E402
+from ifdistill.train.method import TrainingInputs  # noqa: E402
 
 # -- shapes --------------------------------------------------------------------------------------------
 _ROPE, _EPS, _VOCAB = 1000000.0, 1e-6, 151936
@@ -321,9 +323,9 @@ def _measure_sft(model_dir: Path, device: str, *, peft: Mapping[str, Any], dtype
     batches = packed_rows(items, seq, tok.pad_token_id, warmup + steps + 1)  # + 1: the profiled step
     _reset_peak(device)
     torch.manual_seed(0)
-    module = place(SFTModule(model, peft, gradient_checkpointing=gradient_checkpointing,
-                             attn_implementation=attn_implementation, logit_chunk_size=production_chunk_size()),
-                   device).train()
+    inputs = TrainingInputs(model, peft, gradient_checkpointing=gradient_checkpointing,
+                            attn_implementation=attn_implementation, logit_chunk_size=production_chunk_size())
+    module = place(SFTModule(inputs), device).train()
     variants = {"sft": (module, batches)}
     timing = time_interleaved(variants, device, precision, warmup, steps)["sft"]
     optimizer = make_optimizer(module)
@@ -362,9 +364,10 @@ def measure_distill_ratio(model_dir: Path, device: str, *, dtype: str, precision
     _reset_peak(device)
     torch.manual_seed(0)
     chunk = production_chunk_size()
-    sft = place(SFTModule(model, LORA, logit_chunk_size=chunk), device).train()
+    sft = place(SFTModule(TrainingInputs(model, LORA, logit_chunk_size=chunk)), device).train()
     torch.manual_seed(0)
-    dist = place(ICLDistillModule(model, LORA, kd_ratio=0.5, teacher="frozen_initial", logit_chunk_size=chunk),
+    dist = place(ICLDistillModule(TrainingInputs(model, LORA, logit_chunk_size=chunk),
+                                  DistillSettings(kd_ratio=0.5, teacher="frozen_initial")),
                  device).train()
     t = time_interleaved({"sft": (sft, sft_b), "distill": (dist, dist_b)}, device, precision, warmup, steps)
     del sft, dist

@@ -25,6 +25,10 @@ import time
 
 import torch
 
+from ifdistill.methods.distill.settings import DistillSettings
+from ifdistill.methods.onpolicy_distill.settings import OnPolicyDistillSettings
+from ifdistill.train.method import TrainingInputs
+
 TINY = {"name_or_path": "builtin:tiny"}
 LORA = {"method": "lora", "r": 16, "alpha": 32, "dropout": 0.0}
 
@@ -82,12 +86,15 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     data = batches(args.batch * (args.repeats + 2) * 2, args.batch)
     torch.manual_seed(0)
-    sft = SFTModule(TINY, LORA)
-    off = ICLDistillModule(TINY, LORA, kd_ratio=0.5)
+    sft = SFTModule(TrainingInputs(TINY, LORA))
+    off = ICLDistillModule(TrainingInputs(TINY, LORA), DistillSettings(kd_ratio=0.5))
     gen = {"max_new_tokens": args.max_new_tokens}
-    onpolicy = {"hf": OnPolicyDistillModule(TINY, LORA, lmbda=1.0, kl="reverse", generation=gen)}
+    onpolicy = {"hf": OnPolicyDistillModule(TrainingInputs(TINY, LORA),
+                                            OnPolicyDistillSettings(lmbda=1.0, kl="reverse", generation=gen))}
     if not args.no_vllm:
-        onpolicy["vllm"] = OnPolicyDistillModule(TINY, LORA, lmbda=1.0, kl="reverse", generation=gen, engine="vllm")
+        onpolicy["vllm"] = OnPolicyDistillModule(TrainingInputs(TINY, LORA),
+                                                 OnPolicyDistillSettings(lmbda=1.0, kl="reverse", generation=gen,
+                                                                         engine="vllm"))
     for m in (off, *onpolicy.values()):
         m.lm.load_state_dict(sft.lm.state_dict())
     for m in onpolicy.values():

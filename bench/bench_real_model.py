@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ifdistill.train.method import TrainingInputs
+
 MBS, LR, R, ALPHA = 4, 2e-4, 16, 32
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 MODEL = "builtin:smollm2_135m"
@@ -97,8 +99,8 @@ def bench_training(steps: int, warmup: int = 2) -> dict:
     tokens = [int(b["attention_mask"].sum()) for b in batches]
 
     torch.manual_seed(0)
-    ours = SFTModule(model_cfg, {"method": "lora", "r": R, "alpha": ALPHA, "target_modules": TARGETS},
-                     attn_implementation="sdpa")
+    ours = SFTModule(TrainingInputs(model_cfg, {"method": "lora", "r": R, "alpha": ALPHA, "target_modules": TARGETS},
+                                    attn_implementation="sdpa"))
     ours_opt = torch.optim.AdamW([p for p in ours.parameters() if p.requires_grad], lr=LR)
     torch.manual_seed(0)
     bare = get_peft_model(AutoModelForCausalLM.from_pretrained(resolve_model_path(MODEL), dtype=torch.float32,

@@ -30,6 +30,9 @@ from pathlib import Path
 
 import torch
 
+from ifdistill.methods.distill.settings import DistillSettings
+from ifdistill.train.method import TrainingInputs
+
 MBS = 4
 
 
@@ -52,7 +55,7 @@ def train_teacher(out: Path, steps: int, n: int) -> tuple[str, float, float]:
     dm = TrainDataModule(data_cfg(resolve_model_path(model["name_or_path"]), n, None), model, micro_batch_size=MBS)
     dm.setup("fit")
     torch.manual_seed(0)
-    module = SFTModule(model, None, {"lr": 3e-3}, logit_chunk_size=256)
+    module = SFTModule(TrainingInputs(model, None, {"lr": 3e-3}, logit_chunk_size=256))
     opt = torch.optim.AdamW(module.parameters(), lr=3e-3)
     entropies = []
     module.train()
@@ -96,13 +99,13 @@ def compare(model_dir: str, ks: list[int], n: int, batches: int) -> list[dict]:
             count += stats["count"].item()
         return total / count, _grad_vector(module), mass / count
 
-    online = ICLDistillModule(model, None, kd_ratio=1.0, logit_chunk_size=256)
+    online = ICLDistillModule(TrainingInputs(model, None, logit_chunk_size=256), DistillSettings(kd_ratio=1.0))
     lo, go, _ = objective(online)
     rows = []
     for k in ks:
         cache = tempfile.mkdtemp(prefix=f"bench-cache-k{k}-")
-        cached = ICLDistillModule(model, None, kd_ratio=1.0, logit_chunk_size=256, teacher_source="cache",
-                                  cache_dir=cache, cache_k=k)
+        cached = ICLDistillModule(TrainingInputs(model, None, logit_chunk_size=256),
+                                  DistillSettings(kd_ratio=1.0, teacher_source="cache", cache_dir=cache, cache_k=k))
         views = list({v.key: v for b in data for v in batch_views(b)}.values())
         t0 = time.perf_counter()
         stats = run_teacher_pass(cached.teacher_logits, views, cached.teacher_cache.open(), device=cached.device,

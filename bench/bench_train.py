@@ -36,6 +36,9 @@ import sys
 import time
 from pathlib import Path
 
+from ifdistill.methods.distill.settings import DistillSettings
+from ifdistill.train.method import TrainingInputs
+
 ROOT = Path(__file__).resolve().parents[1]
 MBS, LR, R, ALPHA = 8, 2e-4, 16, 32
 
@@ -81,8 +84,8 @@ def worker_ifdistill(steps: int, warmup: int, n: int, packing: bool) -> dict:
 
     pl.seed_everything(0, verbose=False)
     model = {"name_or_path": "builtin:tiny"}
-    module = SFTModule(model, {"method": "lora", "r": R, "alpha": ALPHA, "target_modules": TARGETS},
-                       {"lr": LR, "schedule": "constant"}, logit_chunk_size=chunk_size())
+    module = SFTModule(TrainingInputs(model, {"method": "lora", "r": R, "alpha": ALPHA, "target_modules": TARGETS},
+                                      {"lr": LR, "schedule": "constant"}, logit_chunk_size=chunk_size()))
     dm = TrainDataModule(data_cfg(n), model, micro_batch_size=MBS, packing=packing, max_row_tokens=ROW)
     times, tokens = [], []
 
@@ -151,10 +154,11 @@ def worker_sft_vs_trl(steps: int, warmup: int, n: int) -> dict:
 
     lora = {"method": "lora", "r": R, "alpha": ALPHA, "target_modules": TARGETS}
     torch.manual_seed(0)
-    ours = SFTModule(model_cfg, lora, logit_chunk_size=chunk_size(), attn_implementation="sdpa")
+    ours = SFTModule(TrainingInputs(model_cfg, lora, logit_chunk_size=chunk_size(), attn_implementation="sdpa"))
     ours_opt = torch.optim.AdamW([p for p in ours.parameters() if p.requires_grad], lr=LR)
     torch.manual_seed(0)
-    varlen = SFTModule(model_cfg, lora, logit_chunk_size=chunk_size(), attn_implementation="packed_sdpa")
+    varlen = SFTModule(TrainingInputs(model_cfg, lora, logit_chunk_size=chunk_size(),
+                                      attn_implementation="packed_sdpa"))
     varlen_opt = torch.optim.AdamW([p for p in varlen.parameters() if p.requires_grad], lr=LR)
     path = resolve_model_path("builtin:tiny")
     args = SFTConfig(output_dir=os.environ.get("BENCH_TMP", "/tmp/bench-trl"), per_device_train_batch_size=MBS,
@@ -226,10 +230,10 @@ def worker_distill(steps: int, warmup: int, n: int) -> dict:
         cached = "cached" in name
         batches[name] = cached_batches(dm, warmup + steps) if cached else _take(dm.train_dataloader(), warmup + steps)
         torch.manual_seed(0)
-        modules[name] = (SFTModule(model, peft, logit_chunk_size=chunk_size()) if k is None
-                         else ICLDistillModule(model, peft, kd_ratio=0.5, teacher="frozen_initial",
-                                               logit_chunk_size=chunk_size(),
-                                               **(dict(teacher_source="cache", cache_dir=cache_root()) if cached else {})))
+        inputs = TrainingInputs(model, peft, logit_chunk_size=chunk_size())
+        cache = dict(teacher_source="cache", cache_dir=cache_root()) if cached else {}
+        modules[name] = (SFTModule(inputs) if k is None
+                         else ICLDistillModule(inputs, DistillSettings(kd_ratio=0.5, teacher="frozen_initial", **cache)))
         if cached:
             passes[name] = fill_cache(modules[name], batches[name])
         optims[name] = torch.optim.AdamW([p for p in modules[name].parameters() if p.requires_grad], lr=LR)

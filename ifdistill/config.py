@@ -74,6 +74,19 @@ def store_schemas(schemas: Optional[dict[str, type]] = None) -> None:
 #: ``_target_`` path -> the dataclass of its settings (:func:`store_target_schema`), for :func:`settings_problems`.
 TARGET_SETTINGS: dict[str, type] = {}
 
+#: Field metadata of a setting the composed node holds only when a command line adds it (``+method.topk=4``):
+#: :func:`only_when_set`.
+WHEN_SET = "only_when_set"
+
+
+def only_when_set(default: Any = None) -> Any:
+    """A dataclass field left out of the node Hydra composes (:func:`store_target_schema`): the object still
+    has it, with ``default``, and ``+<section>.<key>=`` adds it. For a setting added after configurations
+    were hashed: as a composed key it would change the config hash of every shipped tree of that section."""
+    from dataclasses import field
+
+    return field(default=default, metadata={WHEN_SET: True})
+
 
 def store_target_schema(name: str, schema: type, *, targets: tuple[str, ...] = (), closed: bool = False) -> None:
     """``schema`` (the dataclass of a ``_target_``'s settings, the home of their defaults) as Hydra's config
@@ -88,8 +101,14 @@ def store_target_schema(name: str, schema: type, *, targets: tuple[str, ...] = (
     :func:`settings_problems` checks with ``schema`` (its ``__post_init__`` holds the range checks)."""
     from hydra.core.config_store import ConfigStore
 
+    import dataclasses
+
     TARGET_SETTINGS.update(dict.fromkeys(targets, schema))
     node = OmegaConf.structured(schema)
+    OmegaConf.set_struct(node, False)
+    for f in dataclasses.fields(schema):
+        if f.metadata.get(WHEN_SET):
+            del node[f.name]  # only_when_set: composed only when a command line adds it
     OmegaConf.set_struct(node, closed)
     ConfigStore.instance().store(group="schema", name=name, node=node)
 

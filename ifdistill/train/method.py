@@ -25,9 +25,11 @@ only its light ``hooks`` module: :func:`method_hooks`) and ask it, through the c
 
 :class:`~ifdistill.methods.sft.module.SFTModule` implements the defaults (SFT); a method subclasses it
 and overrides only what differs -- the model of TRL's trainers, where GKD is SFT with its own loss and
-generation. The constructor's common arguments (model, peft, optim, seed, the held-out names, dtype,
-gradient checkpointing, logit chunking, validation at start) are SFTModule's; everything else in the
-section is the method's own.
+generation. Its constructor takes two objects: :class:`TrainingInputs`, what training supplies from outside
+the ``method`` section (model, peft, optim, seed, the held-out names, dtype, gradient checkpointing, logit
+chunking, validation at start), and the section itself as the method's settings class
+(:attr:`MethodHooks.settings_class`, extending :class:`~ifdistill.methods.sft.settings.SFTSettings` as
+TRL's ``GKDConfig`` extends ``SFTConfig``; :func:`method_settings`).
 
 A method's own input or file that cannot be used (a damaged teacher cache, a full disk under it) raises
 a :class:`MethodError` subclass: the training CLI reports it as one line, exit 2, as it does a bad config.
@@ -41,24 +43,44 @@ optimizer steps (:meth:`SFTModule.on_before_optimizer_step`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
     from ifdistill.data.build import DataConfig, TrainData
     from ifdistill.train.schemas import TrainConfig
 
+FROM = "supplied_from"  # TrainingInputs field metadata: where training takes the value
 
-#: The constructor arguments training supplies from outside the ``method`` section
-#: (:func:`ifdistill.train.run.build_module`), each with where its value comes from. Preflight refuses a
-#: ``method`` section that sets one (``+method.seed=7``): training's value would replace it unseen while the
-#: run's config, and so its hash, recorded the section's.
-SUPPLIED_BY_TRAINING: dict[str, str] = {
-    "model": "the model section", "peft": "the peft section", "optim": "the optim section", "seed": "seed",
-    "val_names": "the data's held-out sets", "dtype": "the accelerator (float32 on CPU, the model's on a GPU)",
-    "gradient_checkpointing": "gradient_checkpointing", "logit_chunk_size": "logit_chunk_size",
-    "validate_at_start": "run.validate_at_start", "drift_from_base": "run.drift_from_base",
-}
+@dataclass(frozen=True)
+class TrainingInputs:
+    """What training gives every method's constructor from outside its ``method`` section
+    (:func:`ifdistill.train.run.build_module`); the method's own settings come as its settings object.
+    Each field's metadata says where training takes the value from."""
+
+    model: Mapping[str, Any] = field(metadata={FROM: "the model section"})
+    peft: Optional[Mapping[str, Any]] = field(default=None, metadata={FROM: "the peft section"})
+    optim: Optional[Mapping[str, Any]] = field(default=None, metadata={FROM: "the optim section"})
+    seed: int = field(default=42, metadata={FROM: "seed"})
+    val_names: Sequence[str] = field(default=("heldout",), metadata={FROM: "the data's held-out sets"})
+    # None: the model section's; training forces float32 on CPU
+    dtype: Optional[str] = field(default=None, metadata={FROM: "the accelerator (float32 on CPU, the model's on a GPU)"})
+    gradient_checkpointing: bool = field(default=False, metadata={FROM: "gradient_checkpointing"})
+    # None: the model section's (ifdistill.train.packed_attention); tests and benchmarks pick one
+    attn_implementation: Optional[str] = field(default=None, metadata={FROM: "model.attn_implementation"})
+    # apply the LM head, the objective and the held-out sums to this many supervised positions at a time
+    # (ifdistill.train.chunked_head); None: all at once
+    logit_chunk_size: Optional[int] = field(default=None, metadata={FROM: "logit_chunk_size"})
+    validate_at_start: bool = field(default=False, metadata={FROM: "run.validate_at_start"})
+    # also log the held-out KL to the base model (ifdistill.train.drift)
+    drift_from_base: bool = field(default=False, metadata={FROM: "run.drift_from_base"})
+
+
+#: Each :class:`TrainingInputs` field with where its value comes from. Preflight refuses a ``method`` section
+#: that sets one (``+method.seed=7``): training's value would replace it unseen while the run's config, and
+#: so its hash, recorded the section's.
+SUPPLIED_BY_TRAINING: dict[str, str] = {f.name: f.metadata[FROM] for f in fields(TrainingInputs)}
 
 
 class MethodError(RuntimeError):
@@ -69,6 +91,9 @@ class MethodHooks:
     """Class-level hooks a method overrides (module docstring); the defaults are SFT's."""
 
     normalise_after_backward: bool = False
+    #: the dataclass of the method's ``method`` section (:mod:`ifdistill.methods.sft.settings`), which the
+    #: module's constructor takes beside :class:`TrainingInputs`
+    settings_class: type
 
     @classmethod
     def data_keys(cls) -> tuple[str, ...]:
@@ -149,7 +174,13 @@ def teacher_views_of(method: Optional[Mapping[str, Any]]) -> Optional[Mapping[st
     return method_hooks(method).teacher_views(method)
 
 
-def constructor_args(method: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``method`` section without the keys the data layer reads (the module's constructor arguments)."""
-    section = dict(method)
-    return {k: v for k, v in section.items() if k not in method_hooks(section).data_keys()}
+#: Keys of a node that Hydra reads, not the object it builds.
+HYDRA_KEYS = frozenset({"_target_", "_recursive_", "_convert_", "_partial_", "_args_"})
+
+
+def method_settings(method: Mapping[str, Any]) -> Any:
+    """The ``method`` section as its method's settings object (:attr:`MethodHooks.settings_class`), without
+    Hydra's keys and the keys the data layer reads (:meth:`MethodHooks.data_keys`)."""
+    hooks = method_hooks(method)
+    skipped = HYDRA_KEYS | set(hooks.data_keys())
+    return hooks.settings_class(**{str(k): v for k, v in dict(method).items() if k not in skipped})

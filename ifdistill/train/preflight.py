@@ -40,7 +40,6 @@ TOP_LEVEL = frozenset({"task_name", "seed", "gradient_checkpointing", "logit_chu
 # (+ the sections the method reads, MethodHooks.sections: off-policy distillation's teacher_pass)
 # Sections built by Hydra's instantiate, checked against their _target_'s signature.
 TARGETS = ("trainer", "method", "logger")
-_HYDRA_KEYS = {"_target_", "_recursive_", "_convert_", "_partial_", "_args_"}
 
 
 class PreflightError(ConfigError):
@@ -130,13 +129,16 @@ def _own_target_keys(node: Mapping, name: str) -> list[str]:
         target = get_object(str(node["_target_"]))
     except Exception as err:  # noqa: BLE001 - hydra raises ImportError or its own error types
         return [f"{name}._target_={node['_target_']!r} cannot be imported ({err})".replace("\n", " ")]
-    params = inspect.signature(target.__init__ if inspect.isclass(target) else target).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return []
-    from ifdistill.train.method import SUPPLIED_BY_TRAINING, MethodHooks
+    from ifdistill.train.method import HYDRA_KEYS, SUPPLIED_BY_TRAINING, MethodHooks
     from ifdistill.train.run import SUPPLIED_TO_CALLBACKS
 
     method = inspect.isclass(target) and issubclass(target, MethodHooks)
+    if method:  # a method's section is its settings object (ifdistill.methods.sft.settings)
+        params: Mapping[str, Any] = {f.name: f for f in dataclasses.fields(target.settings_class)}
+    else:
+        params = inspect.signature(target.__init__ if inspect.isclass(target) else target).parameters
+        if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            return []
     read_elsewhere = set(target.data_keys()) if method else set()
     # what training passes itself, which the section may not set: a method's, or a callback's of the group
     if method:
@@ -148,11 +150,11 @@ def _own_target_keys(node: Mapping, name: str) -> list[str]:
     keys = set(map(str, node.keys()))
     problems = [f"{name}.{key}: training supplies it from {supplied[key]}, not from the {name} section"
                 for key in sorted(keys & set(supplied))]
-    unknown = sorted(keys - set(params) - _HYDRA_KEYS - read_elsewhere - set(supplied))
+    unknown = sorted(keys - set(params) - HYDRA_KEYS - read_elsewhere - set(supplied))
     if unknown:
         known = sorted(k for k in params if k != "self" and k not in supplied)
         problems.append(f"{name}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} for "
-                        f"{node['_target_']} (known: {', '.join(known)})")
+                        f"{node['_target_']} (known: {', '.join(known) or 'none'})")
     return problems
 
 

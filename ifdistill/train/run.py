@@ -155,17 +155,16 @@ def _callbacks(config: TrainConfig, run: RunInfo, *, progress_bar: bool, started
 
 
 def build_module(config: TrainConfig, *, val_names: list[str], on_gpu: bool):
-    """The LightningModule named by the ``method`` section (``_target_``) with the model/peft/optim sections
-    and the run settings every method takes (:mod:`ifdistill.train.method`)."""
-    from hydra.utils import instantiate
+    """The LightningModule the ``method`` section's ``_target_`` names, given its settings object and what
+    training supplies from the other sections (:class:`~ifdistill.train.method.TrainingInputs`)."""
+    from ifdistill.train.method import TrainingInputs, method_class, method_settings
 
-    from ifdistill.train.method import constructor_args
-
-    supplied = dict(model=config.section("model"), peft=config.section("peft"), optim=config.section("optim"),
-                    seed=config.seed, val_names=val_names, dtype=None if on_gpu else "float32",
-                    gradient_checkpointing=config.gradient_checkpointing, logit_chunk_size=config.logit_chunk_size,
-                    validate_at_start=config.run.validate_at_start, drift_from_base=config.run.drift_from_base)
-    return instantiate(constructor_args(config.method), _convert_="all", **supplied)  # SUPPLIED_BY_TRAINING
+    inputs = TrainingInputs(model=config.section("model"), peft=config.section("peft"),
+                            optim=config.section("optim"), seed=config.seed, val_names=tuple(val_names),
+                            dtype=None if on_gpu else "float32", gradient_checkpointing=config.gradient_checkpointing,
+                            logit_chunk_size=config.logit_chunk_size, validate_at_start=config.run.validate_at_start,
+                            drift_from_base=config.run.drift_from_base)
+    return method_class(config.method)(inputs, method_settings(config.method))
 
 
 def resolve_data(config: TrainConfig):

@@ -16,8 +16,10 @@ import torch
 from bench.bench_gpu import make_optimizer, mean_loss, place, train_step
 from ifdistill.data.collate import IclCollator, PadCollator
 from ifdistill.methods.distill.module import ICLDistillModule
+from ifdistill.methods.distill.settings import DistillSettings
 from ifdistill.train.modeling import base_causal_lm
 from ifdistill.methods.sft.module import SFTModule
+from ifdistill.train.method import TrainingInputs
 from tests.gpu.tolerance import bf16_mean_loss_tolerance, bf16_relative_error
 from tests.unit.train.conftest import LORA, TINY, perturb_lora
 
@@ -36,11 +38,11 @@ def _reference(method: str, peft: str, pad_id: int, items, gradient_checkpointin
     """``(float32 CPU module, its batch, |z|max over the logits the loss reads)``."""
     torch.manual_seed(0)
     if method == "sft":
-        module = SFTModule(TINY, PEFTS[peft], gradient_checkpointing=gradient_checkpointing)
+        module = SFTModule(TrainingInputs(TINY, PEFTS[peft], gradient_checkpointing=gradient_checkpointing))
         batch = PadCollator(pad_id)(items)
     else:
-        module = ICLDistillModule(TINY, PEFTS[peft], kd_ratio=0.5, teacher="frozen_initial",
-                                  gradient_checkpointing=gradient_checkpointing)
+        module = ICLDistillModule(TrainingInputs(TINY, PEFTS[peft], gradient_checkpointing=gradient_checkpointing),
+                                  DistillSettings(kd_ratio=0.5, teacher="frozen_initial"))
         batch = IclCollator(pad_id)(items)
     if peft == "lora":
         perturb_lora(module)

@@ -31,6 +31,7 @@ import torch
 
 from ifdistill.train.checkpointing import consolidated_state_dict
 from ifdistill.methods.sft.module import SFTModule
+from ifdistill.train.method import TrainingInputs
 from tests.gpu.conftest import two_gpus_or_skip
 from tests.integration.train.runs import COMMON, STEPS, csv_rows, lora_weights, max_abs_diff, run_dir
 from tests.support import first_divergence
@@ -124,7 +125,8 @@ def test_deepspeed_zero_on_one_gpu_trains_and_checkpoints(zero_runs, stage):
     ckpt = Path(run["run_dir"]) / "checkpoints" / f"step={STEPS:06d}.ckpt"
     assert ckpt.is_dir() and (ckpt / "latest").is_file()  # DeepSpeed's checkpoint layout
     state = consolidated_state_dict(ckpt)
-    module = SFTModule({"name_or_path": "builtin:tiny"}, {"method": "lora", "r": 4, "alpha": 8, "dropout": 0.1})
+    module = SFTModule(TrainingInputs({"name_or_path": "builtin:tiny"}, {"method": "lora", "r": 4, "alpha": 8,
+                                                                         "dropout": 0.1}))
     module.load_state_dict(state, strict=True)  # every parameter, nothing extra
     assert all(torch.isfinite(v.float()).all() for v in state.values())
 

@@ -11,6 +11,7 @@ from bench.bench_gpu import autocast
 from ifdistill.data.collate import PackCollator, PadCollator
 from ifdistill.train import packed_attention
 from ifdistill.methods.sft.module import SFTModule
+from ifdistill.train.method import TrainingInputs
 from tests.gpu.tolerance import bf16_mean_loss_tolerance, bf16_relative_error
 from tests.unit.train.conftest import TINY
 
@@ -46,7 +47,7 @@ def test_packed_rows_on_cuda_give_the_per_example_loss(impl, icl_items, tiny_tok
         monkeypatch.setattr(packed_attention, "_varlen_kernel", lambda: (spy, *keywords))
     pad = tiny_tokenizer.pad_token_id
     torch.manual_seed(0)
-    module = SFTModule(TINY, {"method": "none"}, attn_implementation=impl).cuda().eval()
+    module = SFTModule(TrainingInputs(TINY, {"method": "none"}, attn_implementation=impl)).cuda().eval()
     ref_loss, ref_grads = _run(module, [PadCollator(pad)([it]) for it in icl_items])
     loss, grads = _run(module, [PackCollator(pad)(icl_items)])
     assert (len(calls) > 0) == (impl == "packed_sdpa")  # the varlen kernel ran exactly where it should

@@ -8,11 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
+from ifdistill.methods.distill.settings import DistillSettings
 from ifdistill.methods.sft.hooks import SFTHooks
 
 
 class DistillHooks(SFTHooks):
     """The hooks of :class:`~ifdistill.methods.distill.module.ICLDistillModule`."""
+
+    settings_class = DistillSettings
 
     @classmethod
     def data_keys(cls) -> tuple[str, ...]:

@@ -55,8 +55,9 @@ from ifdistill.train.losses import DIVERGENCES, cached_kd_with_stats, ce_kd_with
 from ifdistill.train.modeling import SelectiveLM, adapter_disabled, build_model, is_peft
 from ifdistill.methods.sft.module import STAT_KEYS, SFTModule
 from ifdistill.methods.distill.hooks import DistillHooks
-from ifdistill.methods.distill.settings import DEFAULTS as D, TEACHERS, setting_problems
+from ifdistill.methods.distill.settings import TEACHERS, DistillSettings, setting_problems
 from ifdistill.methods.distill.teacher_cache import CachedTargets
+from ifdistill.train.method import TrainingInputs
 from ifdistill.train.token_sums import ratio
 
 
@@ -77,46 +78,26 @@ class ICLDistillModule(DistillHooks, SFTModule):
     divergence_kinds: tuple[str, ...] = DIVERGENCES  # what method.kl may name (a subclass may add kinds)
     teacher_kinds: tuple[str, ...] = TEACHERS
 
-    def __init__(self, model: Mapping[str, Any], peft: Optional[Mapping[str, Any]] = None,
-                 optim: Optional[Mapping[str, Any]] = None, *, kd_ratio: float = D.kd_ratio, kl: str = D.kl,
-                 beta: float = D.beta, temperature: float = D.temperature, teacher: str = D.teacher,
-                 teacher_model: Optional[Mapping[str, Any]] = D.teacher_model, topk: Optional[int] = D.topk,
-                 teacher_source: str = D.teacher_source, cache_dir: Optional[str] = D.cache_dir,
-                 cache_k: int = D.cache_k, cache_batch_size: int = D.cache_batch_size,
-                 cache_views_per_shard: int = D.cache_views_per_shard,
-                 cache_claim_expiry_s: float = D.cache_claim_expiry_s,
-                 seed: int = 42, val_names: Sequence[str] = ("heldout",), dtype: Optional[str] = None,
-                 gradient_checkpointing: bool = False, attn_implementation: Optional[str] = None,
-                 validate_at_start: bool = False, logit_chunk_size: Optional[int] = None, drift_from_base: bool = False):
-        # the settings and their defaults: DistillSettings (settings.py); then
-        # SFTModule's arguments by name, no **kwargs: preflight checks the method section against this
-        # signature, so an unknown key is refused before a run directory exists
+    def __init__(self, inputs: TrainingInputs, settings: Optional[DistillSettings] = None):
         built = time.perf_counter()  # the run's time, for the pass's share of it, counts the model's loading
-        problems = setting_problems(dict(kl=kl, teacher=teacher, kd_ratio=kd_ratio, teacher_model=teacher_model,
-                                         teacher_source=teacher_source, cache_dir=cache_dir, topk=topk),
-                                    divergences=self.divergence_kinds, teachers=self.teacher_kinds)
+        s = settings if settings is not None else self.settings_class()
+        problems = setting_problems(vars(s), divergences=self.divergence_kinds, teachers=self.teacher_kinds)
         if problems:
             raise ValueError(problems[0])
-        super().__init__(model, peft, optim, seed=seed, val_names=val_names, dtype=dtype,
-                         gradient_checkpointing=gradient_checkpointing, attn_implementation=attn_implementation,
-                         validate_at_start=validate_at_start, logit_chunk_size=logit_chunk_size,
-                         drift_from_base=drift_from_base)
-        self.save_hyperparameters()
-        self.kd = dict(kd_ratio=float(kd_ratio), kind=kl, beta=float(beta), temperature=float(temperature),
-                       topk=int(topk) if topk else None)
-        self.teacher_kind = teacher
+        super().__init__(inputs, s)
+        self.kd = dict(kd_ratio=float(s.kd_ratio), kind=s.kl, beta=float(s.beta), temperature=float(s.temperature),
+                       topk=int(s.topk) if s.topk else None)
+        self.teacher_kind = s.teacher
         self._frozen: list[SelectiveLM] = []  # a list: hidden from the module tree on purpose
-        if teacher == "separate":
+        if s.teacher == "separate":
             self._frozen.append(self._freeze(SelectiveLM(build_model(
-                teacher_model, None, dtype=dtype or teacher_model.get("dtype"),
-                attn_implementation=attn_implementation or "sdpa", trainable=False))))
-        elif teacher == "frozen_initial" and not is_peft(self.model):
+                s.teacher_model, None, dtype=inputs.dtype or s.teacher_model.get("dtype"),
+                attn_implementation=inputs.attn_implementation or "sdpa", trainable=False))))
+        elif s.teacher == "frozen_initial" and not is_peft(self.model):
             self._frozen.append(self._freeze(copy.deepcopy(self.lm)))
-        self.teacher_source, self.cache_batch_size = teacher_source, int(cache_batch_size)
-        self.cache_views_per_shard, self.cache_claim_expiry_s = int(cache_views_per_shard), float(cache_claim_expiry_s)
         self.teacher_cache = None
         self.teacher_pass_stats: Optional[dict[str, float]] = None
-        if teacher_source == "cache":
+        if s.teacher_source == "cache":
             from ifdistill.methods.distill.teacher_cache import TeacherCache
             from ifdistill.methods.distill.teacher_pass_runner import RunPassReport, teacher_namespace
 
@@ -124,10 +105,10 @@ class ICLDistillModule(DistillHooks, SFTModule):
 
             lm = self._frozen[0] if self._frozen else self.lm
             head = lm.output_head()
-            self.teacher_cache = TeacherCache(cache_dir, teacher_namespace(
-                teacher_model if teacher == "separate" else model, dtype=str(head.weight.dtype),
-                vocab_size=head.weight.shape[0], k=cache_k, temperature=temperature,
-                quantize=(peft or {}).get("quantize") if teacher == "frozen_initial" else None))
+            self.teacher_cache = TeacherCache(s.cache_dir, teacher_namespace(
+                s.teacher_model if s.teacher == "separate" else inputs.model, dtype=str(head.weight.dtype),
+                vocab_size=head.weight.shape[0], k=s.cache_k, temperature=s.temperature,
+                quantize=(inputs.peft or {}).get("quantize") if s.teacher == "frozen_initial" else None))
 
     @staticmethod
     def _freeze(lm: SelectiveLM) -> SelectiveLM:

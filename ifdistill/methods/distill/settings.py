@@ -1,7 +1,7 @@
-"""Off-policy ICL distillation's settings: the one home of their defaults.
+"""Off-policy ICL distillation's settings: the one home of their defaults (:mod:`ifdistill.methods.sft.settings`).
 
-:class:`~ifdistill.methods.distill.module.ICLDistillModule` takes these as keyword arguments whose defaults
-read this dataclass, and Hydra composes ``method`` from it (``schema/method_distill``, which
+:class:`~ifdistill.methods.distill.module.ICLDistillModule` takes them as one object, and Hydra composes
+``method`` from the class (``schema/method_distill``, which
 ``conf/method/distill.yaml`` extends): the composed section holds every key at its default, so any key can
 be overridden without ``+``, and the YAML states only the data layer's keys (``k``, ``demos``) and wiring.
 The loss: ``kd_ratio * D(teacher, student) + (1 - kd_ratio) * CE`` on the completion tokens.
@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ifdistill.config import store_target_schema
+from ifdistill.methods.sft.settings import SFTSettings
 
 
 @dataclass
-class DistillSettings:
+class DistillSettings(SFTSettings):
     kd_ratio: float = 0.5
     kl: str = "forward"  # forward = KL(teacher||student) | reverse = KL(student||teacher) | jsd
     beta: float = 0.5  # jsd only: weight of the teacher in the mixture (0 < beta < 1)
@@ -45,7 +46,7 @@ class DistillSettings:
     cache_claim_expiry_s: float = 300.0  # above NFS attribute-cache times (<= 60 s by default), below a pass's length
 
 
-#: The settings' defaults, read by the module's signature.
+#: The settings' defaults, for a section :func:`setting_problems` reads before it is composed in full.
 DEFAULTS = DistillSettings()
 TEACHERS = ("frozen_initial", "separate", "self_stopgrad")
 TEACHER_SOURCES = ("online", "cache")

@@ -106,11 +106,11 @@ def fill_views(module, views: Sequence[TeacherViewRef], *, label: str = "teacher
 
     def compute(part: Sequence[TeacherViewRef]) -> PassStats:
         return run_teacher_pass(module.teacher_logits, part, cache, device=module.device,
-                                chunk_size=module.logit_chunk_size or 1024, batch_size=module.cache_batch_size,
-                                views_per_shard=len(part))
+                                chunk_size=module.logit_chunk_size or 1024,
+                                batch_size=module.settings.cache_batch_size, views_per_shard=len(part))
 
-    with ClaimBoard(cache.dir, expiry_s=module.cache_claim_expiry_s) as board:
-        return shared_pass(compute, views, cache, board, views_per_shard=module.cache_views_per_shard,
+    with ClaimBoard(cache.dir, expiry_s=module.settings.cache_claim_expiry_s) as board:
+        return shared_pass(compute, views, cache, board, views_per_shard=module.settings.cache_views_per_shard,
                            progress=progress_lines(label))
 
 

@@ -33,8 +33,8 @@ from weights up to ``sync_every - 1`` optimizer steps old; for ``sampled`` that 
 the same way (``y`` is drawn from an older ``p_s``), for the full-vocabulary kinds it only changes
 which prefixes are visited. ``onpolicy/staleness_steps`` logs it.
 
-Every key of the section is the constructor's (preflight checks them against its signature: the
-constructor takes no ``**kwargs``) or the data layer's (``k``, ``demos``, ``own_demo``); the keys of
+Every key of the section is a field of its settings class (:mod:`.settings`; preflight refuses any other)
+or the data layer's (``k``, ``demos``, ``own_demo``); the keys of
 ``generation`` are :class:`~.sampling.SamplingSettings`'s fields.
 """
 

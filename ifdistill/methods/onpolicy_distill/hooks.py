@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 from ifdistill.data.records import Example
 from ifdistill.methods.distill.hooks import DistillHooks
+from ifdistill.methods.onpolicy_distill.settings import OnPolicyDistillSettings
 
 
 def own_demo(example: Example) -> list[Example]:
@@ -21,6 +22,8 @@ def own_demo(example: Example) -> list[Example]:
 
 class OnPolicyDistillHooks(DistillHooks):
     """The hooks of :class:`~ifdistill.methods.onpolicy_distill.module.OnPolicyDistillModule`."""
+
+    settings_class = OnPolicyDistillSettings
 
     @classmethod
     def data_keys(cls) -> tuple[str, ...]:

@@ -48,11 +48,13 @@ import torch
 from ifdistill.methods.distill.module import ICLDistillModule
 from ifdistill.methods.onpolicy_distill.checks import setting_problems
 from ifdistill.methods.onpolicy_distill.hooks import OnPolicyDistillHooks
-from ifdistill.methods.onpolicy_distill.settings import DEFAULTS as D
+from ifdistill.methods.distill.settings import DistillSettings
+from ifdistill.methods.onpolicy_distill.settings import OnPolicyDistillSettings
 from ifdistill.methods.onpolicy_distill.divergences import KINDS, token_divergence
 from ifdistill.methods.onpolicy_distill.monitoring import GEN_KEYS, SampleMonitor
 from ifdistill.methods.onpolicy_distill.sampling import HFSampler, Sample, SamplingSettings, prompts, with_samples
 from ifdistill.train.losses import IGNORE_INDEX, ce_kd_with_stats, token_stats
+from ifdistill.train.method import TrainingInputs
 
 log = logging.getLogger(__name__)
 
@@ -64,58 +66,40 @@ class OnPolicyDistillModule(OnPolicyDistillHooks, ICLDistillModule):
     teacher_kinds = ("frozen_initial", "ema", "self_stopgrad")
     normalise_after_backward = True
 
-    def __init__(self, model: Mapping[str, Any], peft: Optional[Mapping[str, Any]] = None,
-                 optim: Optional[Mapping[str, Any]] = None, *, lmbda: float = D.lmbda, kl: str = D.kl,
-                 kd_ratio: float = D.kd_ratio, beta: float = D.beta, temperature: float = D.temperature,
-                 topk: Optional[int] = None, teacher: str = D.teacher, ema_decay: float = D.ema_decay,
-                 skip_tokens: int = D.skip_tokens, generation: Optional[Mapping[str, Any]] = D.generation,
-                 stop_token_ids: Sequence[int] = (), sample_table_every: int = D.sample_table_every,
-                 sample_table_rows: int = D.sample_table_rows, min_eos_rate: float = D.min_eos_rate,
-                 eos_patience: int = D.eos_patience, on_eos_collapse: str = D.on_eos_collapse,
-                 engine: str = D.engine, sync_every: int = D.sync_every, vllm: Optional[Mapping[str, Any]] = D.vllm,
-                 seed: int = 42, val_names: Sequence[str] = ("heldout",),
-                 dtype: Optional[str] = None, gradient_checkpointing: bool = False,
-                 attn_implementation: Optional[str] = None, validate_at_start: bool = False,
-                 logit_chunk_size: Optional[int] = None, drift_from_base: bool = False):
-        # the settings and their defaults: OnPolicyDistillSettings (settings.py; stop_token_ids: () is its
-        # empty list, topk joins with +method.topk); every key of the section but the data layer's is an
-        # argument here, and
-        # there is no **kwargs: preflight refuses any other key against this signature (a typo, or an
-        # off-policy setting this method does not use) before a run directory exists
-        problems = setting_problems(dict(lmbda=lmbda, kl=kl, ema_decay=ema_decay, skip_tokens=skip_tokens,
-                                         engine=engine, sync_every=sync_every, temperature=temperature, topk=topk,
-                                         generation=generation or {}))
+    def __init__(self, inputs: TrainingInputs, settings: Optional[OnPolicyDistillSettings] = None):
+        s = settings if settings is not None else self.settings_class()
+        problems = setting_problems(vars(s))
         if problems:
             raise ValueError("; ".join(problems))
-        super().__init__(model, peft, optim, kl=kl, kd_ratio=kd_ratio, beta=beta, temperature=temperature, topk=topk,
-                         teacher=teacher, seed=seed, val_names=val_names, dtype=dtype,
-                         gradient_checkpointing=gradient_checkpointing, attn_implementation=attn_implementation,
-                         validate_at_start=validate_at_start, logit_chunk_size=logit_chunk_size,
-                         drift_from_base=drift_from_base)
-        self.lmbda, self.ema_decay, self.skip_tokens = float(lmbda), float(ema_decay), int(skip_tokens)
-        self.sampling = SamplingSettings(**(generation or {}))
-        if teacher == "ema":
+        # the divergence and the teacher are off-policy distillation's; the rest of s is this method's own
+        super().__init__(inputs, DistillSettings(kl=s.kl, kd_ratio=s.kd_ratio, beta=s.beta,
+                                                 temperature=s.temperature, topk=s.topk, teacher=s.teacher))
+        self.settings = s
+        self.save_hyperparameters(self.hyperparameters(), logger=False)
+        self.lmbda, self.ema_decay, self.skip_tokens = float(s.lmbda), float(s.ema_decay), int(s.skip_tokens)
+        self.sampling = SamplingSettings(**(s.generation or {}))
+        if s.teacher == "ema":
             self._frozen.append(self._freeze(copy.deepcopy(self.lm)))
         from transformers import AutoTokenizer
 
         from ifdistill.evaluator.prompts import stop_token_ids as evaluator_stop_ids
         from ifdistill.models import resolve_model_path
 
-        model_dir = resolve_model_path(str(model["name_or_path"]))
-        self.tokenizer = AutoTokenizer.from_pretrained(model_dir, revision=model.get("revision"))
-        self.stop_ids = evaluator_stop_ids(self.tokenizer, model_dir, stop_token_ids)
+        model_dir = resolve_model_path(str(inputs.model["name_or_path"]))
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir, revision=inputs.model.get("revision"))
+        self.stop_ids = evaluator_stop_ids(self.tokenizer, model_dir, s.stop_token_ids)
         pad = self.tokenizer.pad_token_id
         self.pad_token_id = int(pad if pad is not None else self.stop_ids[0])
         self.sampler: Any = HFSampler(self.lm.model, self.stop_ids, self.pad_token_id, self.sampling)
-        if engine == "vllm":
+        if s.engine == "vllm":
             from ifdistill.methods.onpolicy_distill.vllm_engine import VLLMSampler
 
-            options = dict(vllm or {})
-            self.sampler = VLLMSampler(self, model_dir, self.stop_ids, self.sampling, sync_every=sync_every,
+            options = dict(s.vllm or {})
+            self.sampler = VLLMSampler(self, model_dir, self.stop_ids, self.sampling, sync_every=s.sync_every,
                                        max_model_len=int(options.pop("max_model_len", 2048)), runtime=options,
-                                       seed=int(seed))
-        self.monitor = SampleMonitor(self.tokenizer, table_every=sample_table_every, table_rows=sample_table_rows,
-                                     min_eos_rate=min_eos_rate, patience=eos_patience, action=on_eos_collapse)
+                                       seed=int(inputs.seed))
+        self.monitor = SampleMonitor(self.tokenizer, table_every=s.sample_table_every, table_rows=s.sample_table_rows,
+                                     min_eos_rate=s.min_eos_rate, patience=s.eos_patience, action=s.on_eos_collapse)
 
     def _train_keys(self) -> tuple[str, ...]:
         return super()._train_keys() + GEN_KEYS

@@ -1,14 +1,16 @@
-"""On-policy ICL distillation's settings: the one home of their defaults.
+"""On-policy ICL distillation's settings: the one home of their defaults (:mod:`ifdistill.methods.sft.settings`).
 
-:class:`~ifdistill.methods.onpolicy_distill.module.OnPolicyDistillModule` takes these as keyword arguments
-whose defaults read this dataclass, and Hydra composes ``method`` from it (``schema/method_onpolicy_distill``,
-which ``conf/method/onpolicy_distill.yaml`` extends). The loss: ``kd_ratio * D(teacher, student) +
+:class:`~ifdistill.methods.onpolicy_distill.module.OnPolicyDistillModule` takes them as one object, and
+Hydra composes ``method`` from the class (``schema/method_onpolicy_distill``, which
+``conf/method/onpolicy_distill.yaml`` extends). The loss: ``kd_ratio * D(teacher, student) +
 (1 - kd_ratio) * CE(gold completions)`` per counted token, a share ``lmbda`` of the examples on the
 student's own sample.
 
-``topk`` is the module's argument but not a field: it joins the section with ``+method.topk=K``, as before
-the section was composed from this dataclass, so that the config hash of every shipped on-policy
-configuration holds (a field would add ``topk: null`` to each, and the hash covers the method section).
+``topk`` is a field the composed section holds only when a command line adds it (``+method.topk=K``,
+:func:`ifdistill.config.only_when_set`): as a composed key it would add ``topk: null`` to every shipped
+on-policy configuration and change its config hash, which covers the method section. The class extends
+SFT's settings, not off-policy distillation's: it has no teacher cache (the teacher reads the student's
+fresh samples) and other defaults (``kl=reverse``, ``kd_ratio=1``).
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ifdistill.config import store_target_schema
+from ifdistill.config import only_when_set, store_target_schema
+from ifdistill.methods.sft.settings import SFTSettings
 
 
 @dataclass
-class OnPolicyDistillSettings:
+class OnPolicyDistillSettings(SFTSettings):
     lmbda: float = 0.5  # share of examples trained on a student sample (0: off-policy distillation)
     # forward | reverse | jsd | sampled (the sampled-token reverse-KL estimator, on sampled rows only: gold rows
     # get the full reverse KL it estimates; it needs samples from the student's own distribution, so
@@ -28,7 +31,8 @@ class OnPolicyDistillSettings:
     kl: str = "reverse"
     kd_ratio: float = 1.0  # 1: no CE term; < 1: CE on the gold completions with weight 1 - kd_ratio
     beta: float = 0.5  # jsd only
-    temperature: float = 1.0  # of the divergence (sampled: 1 only); +method.topk=K: the teacher's top-K (not sampled)
+    temperature: float = 1.0  # of the divergence (sampled: 1 only)
+    topk: Optional[int] = only_when_set()  # +method.topk=K: compare on the teacher's top-K tokens (not sampled)
     teacher: str = "frozen_initial"  # frozen_initial (LoRA: adapter disabled) | ema | self_stopgrad (the live student)
     ema_decay: float = 0.99  # teacher=ema: p_ema <- ema_decay * p_ema + (1 - ema_decay) * p after each step
     skip_tokens: int = 0  # completion tokens neither trained nor counted at the start of each completion
@@ -47,9 +51,5 @@ class OnPolicyDistillSettings:
     sync_every: int = 1
     # engine=vllm: the evaluator's runtime settings (ifdistill/evaluator/settings.py) + max_model_len
     vllm: Optional[dict[str, Any]] = None
-
-
-#: The settings' defaults, read by the module's signature.
-DEFAULTS = OnPolicyDistillSettings()
 
 store_target_schema("method_onpolicy_distill", OnPolicyDistillSettings)

@@ -7,11 +7,14 @@ takes to start (:func:`ifdistill.train.method.method_hooks`). The module class i
 
 from __future__ import annotations
 
+from ifdistill.methods.sft.settings import SFTSettings
 from ifdistill.train.method import MethodHooks
 
 
 class SFTHooks(MethodHooks):
     """Supervised fine-tuning reads plain SFT items and needs no section besides ``method``."""
+
+    settings_class = SFTSettings
 
 
 HOOKS = SFTHooks

@@ -25,6 +25,7 @@ and for each held-out set (``val/<name>/*``, aggregated over the whole set). See
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import warnings
@@ -40,6 +41,8 @@ from ifdistill.train.chunked_head import (ChunkObjective, Head, call_as_forward,
                                           head_tensors, unchunkable)
 from ifdistill.train.losses import ce_kd_with_stats, supervised_positions, token_stats
 from ifdistill.methods.sft.hooks import SFTHooks
+from ifdistill.methods.sft.settings import SFTSettings
+from ifdistill.train.method import TrainingInputs
 from ifdistill.train.modeling import SelectiveLM, build_model, decoder_layers
 from ifdistill.train.token_sums import TokenSums, ratio, token_metrics
 
@@ -78,40 +81,39 @@ class SFTModule(SFTHooks, pl.LightningModule):
     """Supervised fine-tuning on the supervised (completion) tokens of chat examples.
 
     Args:
-        model: the ``model`` config section (``name_or_path``, ``dtype``, ``revision``, ...).
-        peft: the ``peft`` section (``method: none|lora``, ``r``, ``alpha``, ``dropout``, ``quantize``, ...).
-        optim: ``lr``, ``weight_decay``, ``betas``, ``eps``, ``schedule``, ``warmup_steps``, ``min_lr_ratio``.
-        val_names: names of the validation dataloaders, in order (``val/<name>/ce`` ...).
-        dtype: overrides ``model.dtype`` (``train()`` forces float32 on CPU).
-        attn_implementation: overrides ``model.attn_implementation`` (:mod:`ifdistill.train.packed_attention`).
-        logit_chunk_size: apply the LM head, the objective and the held-out sums to this many supervised
-            positions at a time (:mod:`ifdistill.train.chunked_head`); ``None``: all at once.
-        drift_from_base: also log the held-out KL to the base model (:mod:`ifdistill.train.drift`).
+        inputs: what training supplies from outside the ``method`` section: the model, peft and optim
+            sections, the seed, the held-out sets' names, dtype, logit chunking, ... (their meaning:
+            :class:`~ifdistill.train.method.TrainingInputs`).
+        settings: the method's own settings, its ``method`` section as an object
+            (:attr:`settings_class`; a method subclass takes its own class, which extends SFT's).
     """
 
-    def __init__(self, model: Mapping[str, Any], peft: Optional[Mapping[str, Any]] = None,
-                 optim: Optional[Mapping[str, Any]] = None, *, seed: int = 42, val_names: Sequence[str] = ("heldout",),
-                 dtype: Optional[str] = None, gradient_checkpointing: bool = False,
-                 attn_implementation: Optional[str] = None, validate_at_start: bool = False,
-                 logit_chunk_size: Optional[int] = None, drift_from_base: bool = False):
+    def __init__(self, inputs: TrainingInputs, settings: Optional[SFTSettings] = None):
         super().__init__()
-        self.save_hyperparameters()
-        self.optim_cfg = dict(optim or {})
-        self.lm = SelectiveLM(build_model(model, peft, dtype=dtype, gradient_checkpointing=gradient_checkpointing,
-                                          attn_implementation=attn_implementation))
-        self.val_names = list(val_names)
+        self.inputs = inputs
+        self.settings = settings if settings is not None else self.settings_class()
+        self.save_hyperparameters(self.hyperparameters(), logger=False)  # the run's config reaches the loggers
+        self.optim_cfg = dict(inputs.optim or {})
+        self.lm = SelectiveLM(build_model(inputs.model, inputs.peft, dtype=inputs.dtype,
+                                          gradient_checkpointing=inputs.gradient_checkpointing,
+                                          attn_implementation=inputs.attn_implementation))
+        self.val_names = list(inputs.val_names)
         self.train_sums = TokenSums(self._train_keys())
         # -- drift from the base (ifdistill.train.drift): its sums, its reference from setup() --
         self.drift: Optional[drift.BaseReference] = None
-        val_keys = STAT_KEYS + (drift.DRIFT_KEYS if drift_from_base else ())
+        val_keys = STAT_KEYS + (drift.DRIFT_KEYS if inputs.drift_from_base else ())
         self.val_sums = {name: TokenSums(val_keys) for name in self.val_names}
         self._fsdp_applied = False
         self._last_log: Optional[tuple[float, int]] = None
-        self.logit_chunk_size = int(logit_chunk_size) if logit_chunk_size else None
+        self.logit_chunk_size = int(inputs.logit_chunk_size) if inputs.logit_chunk_size else None
         self._warned_unchunked = False
         self._window_tokens: Optional[torch.Tensor] = None  # normalise_after_backward: this step's tokens so far
 
     # -- structure --------------------------------------------------------------------------------
+    def hyperparameters(self) -> dict[str, Any]:
+        """What a checkpoint records of the module's construction (``hyper_parameters``), as plain data."""
+        return {"inputs": dataclasses.asdict(self.inputs), "settings": dataclasses.asdict(self.settings)}
+
     @property
     def model(self) -> torch.nn.Module:
         """The Hugging Face (or PEFT) model being trained, e.g. for ``save_pretrained``."""
@@ -142,7 +144,7 @@ class SFTModule(SFTHooks, pl.LightningModule):
 
     def setup(self, stage: str) -> None:
         """The drift's base, before Lightning restores a checkpoint (:mod:`ifdistill.train.drift`)."""
-        if self.hparams.get("drift_from_base") and self.drift is None:
+        if self.inputs.drift_from_base and self.drift is None:
             self.drift = drift.BaseReference.of(self)
 
     # -- distributed helpers ----------------------------------------------------------------------
@@ -168,7 +170,7 @@ class SFTModule(SFTHooks, pl.LightningModule):
         step = trainer.global_step if trainer is not None else 0
         accumulate = trainer.accumulate_grad_batches if trainer is not None else 1
         rank = trainer.global_rank if trainer is not None else 0
-        torch.manual_seed(step_seed(int(self.hparams.seed), step, batch_idx % accumulate, rank))
+        torch.manual_seed(step_seed(int(self.inputs.seed), step, batch_idx % accumulate, rank))
 
     # -- forward ----------------------------------------------------------------------------------
     @staticmethod
@@ -284,7 +286,7 @@ class SFTModule(SFTHooks, pl.LightningModule):
         return out
 
     def on_train_start(self) -> None:
-        if self.hparams.validate_at_start and self.trainer.global_step == 0 and self.val_names:
+        if self.inputs.validate_at_start and self.trainer.global_step == 0 and self.val_names:
             self._validate_now()
         self.lm.train()  # from_pretrained models start in eval mode (dropout off)
         self._last_log = (time.perf_counter(), self.trainer.global_step)

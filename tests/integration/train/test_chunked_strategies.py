@@ -15,6 +15,7 @@ import pytest
 
 from ifdistill.train.checkpointing import consolidated_state_dict
 from ifdistill.methods.sft.module import UNCHUNKED_WARNING, SFTModule
+from ifdistill.train.method import TrainingInputs
 
 from tests.integration.train.runs import max_abs_diff
 from tests.support import sgd_weight_tolerance
@@ -36,7 +37,7 @@ def test_chunked_head_trains_the_same_weights_as_the_unchunked_one(runs, strateg
     plain = runs.get(strategy, tag=f"{strategy}-full", extra=[*FULL_SGD, "logit_chunk_size=null"])
     chunked = runs.get(strategy, tag=f"{strategy}-full-chunked", extra=[*FULL_SGD, f"logit_chunk_size={CHUNK}"])
     assert UNCHUNKED_WARNING not in Path(chunked["log"]).read_text()  # the chunked path ran on both ranks
-    start = {"lm." + k: v for k, v in SFTModule(TINY, {"method": "none"}).lm.state_dict().items()}
+    start = {"lm." + k: v for k, v in SFTModule(TrainingInputs(TINY, {"method": "none"})).lm.state_dict().items()}
     ref, got = weights(plain, STEPS), weights(chunked, STEPS)
     head = next(k for k in ref if k.endswith("embed_tokens.weight"))
     moved = max((ref[k] - start[k]).abs().max().item() for k in ref)

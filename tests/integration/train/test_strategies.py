@@ -15,6 +15,7 @@ import torch
 
 from ifdistill.train.checkpointing import consolidated_state_dict
 from ifdistill.methods.sft.module import SFTModule
+from ifdistill.train.method import TrainingInputs
 
 from tests.integration.train.runs import LR, STEPS, csv_rows, lora_weights, max_abs_diff
 from tests.support import adam_weight_tolerance, sum_relative_error
@@ -60,7 +61,8 @@ def test_zero3_checkpoint_is_sharded_and_consolidates_to_a_plain_state_dict(runs
     ckpt = Path(run["run_dir"]) / "checkpoints" / f"step={STEPS:06d}.ckpt"
     assert ckpt.is_dir() and (ckpt / "latest").is_file()  # per-rank shards, not one file
     state = consolidated_state_dict(ckpt)
-    module = SFTModule({"name_or_path": "builtin:tiny"}, {"method": "lora", "r": 4, "alpha": 8, "dropout": 0.1})
+    module = SFTModule(TrainingInputs({"name_or_path": "builtin:tiny"}, {"method": "lora", "r": 4, "alpha": 8,
+                                                                         "dropout": 0.1}))
     module.load_state_dict(state, strict=True)
     for name, p in module.named_parameters():
         if "lora_B" in name:

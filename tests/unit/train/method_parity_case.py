@@ -64,6 +64,16 @@ def _get(name: str):
     raise ModuleNotFoundError(name)
 
 
+def _construct(cls: type, settings: dict):
+    """The module built through the constructor the running code has: one settings object beside
+    ``TrainingInputs``, or (the code before) keyword arguments."""
+    if "inputs" not in inspect.signature(cls).parameters:
+        return cls(TINY, LORA, **settings)
+    inputs = _get("ifdistill.train.method.TrainingInputs")
+    supplied = {k: settings.pop(k) for k in list(settings) if k in inspect.signature(inputs).parameters}
+    return cls(inputs(TINY, LORA, **supplied), cls.settings_class(**settings))
+
+
 def run_case(name: str) -> dict:
     from ifdistill.data.collate import IclCollator, PadCollator
 
@@ -75,7 +85,7 @@ def run_case(name: str) -> dict:
         batch = (PadCollator(pad) if k is None else IclCollator(pad))(items)
         torch.manual_seed(0)
         extra = {"cache_dir": tempfile.mkdtemp()} if settings.get("teacher_source") == "cache" else {}
-        module = _get(target)(TINY, LORA, **settings, **extra)
+        module = _construct(_get(target), {**settings, **extra})
         g = torch.Generator().manual_seed(1)
         with torch.no_grad():
             for pname, p in module.lm.named_parameters():
@@ -108,6 +118,11 @@ def config_hashes(moved: bool = False) -> dict[str, str]:
 
     import ifdistill
     from ifdistill.runs.rundir import config_hash
+
+    import ifdistill.config
+
+    if hasattr(ifdistill.config, "store_schemas"):  # the schemas its YAML extends (the code before had none),
+        import ifdistill.conf  # noqa: F401  registered as their owners import
 
     conf = Path(ifdistill.__file__).resolve().parents[1] / "conf"
     out = {}

@@ -18,6 +18,7 @@ from lightning.pytorch.loggers import Logger
 
 from ifdistill.train.datamodule import TrainDataModule
 from ifdistill.methods.sft.module import SFTModule
+from ifdistill.train.method import TrainingInputs
 
 from tests.support import adam_weight_tolerance, sgd_weight_tolerance, sum_relative_error
 from tests.unit.train.conftest import LORA, TINY, perturb_lora, resolved, synthetic_data
@@ -46,7 +47,7 @@ class Recorder(Logger):
 def fit(micro_batch_size: int, accumulate: int, optim: dict, steps: int = 2, strategy="auto"):
     dm = TrainDataModule(resolved(synthetic_data(40)), TINY, micro_batch_size=micro_batch_size)
     torch.manual_seed(0)  # the LoRA A matrices are drawn at construction
-    module = SFTModule(TINY, LORA, optim)
+    module = SFTModule(TrainingInputs(TINY, LORA, optim))
     perturb_lora(module)  # lora_B != 0 so that every LoRA matrix gets a gradient from step 1
     start = {n: p.detach().clone() for n, p in module.lm.named_parameters() if p.requires_grad}
     recorder = Recorder()

@@ -10,8 +10,10 @@ import torch
 
 from ifdistill.train.chunked_head import Head, chunked_head_objective, unchunkable
 from ifdistill.methods.distill.module import ICLDistillModule
+from ifdistill.methods.distill.settings import DistillSettings
 from ifdistill.train.losses import ce_kd_with_stats, divergence, token_stats
 from ifdistill.methods.sft.module import UNCHUNKED_WARNING, SFTModule
+from ifdistill.train.method import TrainingInputs
 
 from tests.unit.train.conftest import LORA, TINY, k0_items, perturb_lora
 
@@ -115,7 +117,7 @@ def test_sft_module_chunked_equals_unchunked(peft, icl_items):
 
     batch = PadCollator(0)(icl_items)
     torch.manual_seed(0)
-    plain = SFTModule(TINY, peft, logit_chunk_size=None)
+    plain = SFTModule(TrainingInputs(TINY, peft, logit_chunk_size=None))
     perturb_lora(plain)
     chunky = copy.deepcopy(plain)
     chunky.logit_chunk_size = 5
@@ -135,7 +137,8 @@ def test_distill_module_chunked_equals_unchunked(spec, icl_items):
 
     batch = IclCollator(0)(icl_items)
     torch.manual_seed(0)
-    plain = ICLDistillModule(TINY, LORA, kl=spec["kind"], temperature=spec["temperature"], topk=spec["topk"])
+    plain = ICLDistillModule(TrainingInputs(TINY, LORA),
+                             DistillSettings(kl=spec["kind"], temperature=spec["temperature"], topk=spec["topk"]))
     perturb_lora(plain)
     chunky = copy.deepcopy(plain)
     chunky.logit_chunk_size = 6
@@ -177,7 +180,7 @@ def test_sft_with_a_lora_adapted_tied_lm_head_is_chunked(icl_items):
     from ifdistill.data.collate import PadCollator
 
     torch.manual_seed(0)
-    module = SFTModule(TINY, LORA_HEAD, logit_chunk_size=None)
+    module = SFTModule(TrainingInputs(TINY, LORA_HEAD, logit_chunk_size=None))
     perturb_lora(module)
     assert unchunkable(module.lm.output_head()) is None
     assert module.model.config.tie_word_embeddings
@@ -191,7 +194,7 @@ def test_distill_with_a_lora_adapted_lm_head_is_chunked(teacher, icl_items):
     from ifdistill.data.collate import IclCollator
 
     torch.manual_seed(0)
-    module = ICLDistillModule(TINY, LORA_HEAD, teacher=teacher)
+    module = ICLDistillModule(TrainingInputs(TINY, LORA_HEAD), DistillSettings(teacher=teacher))
     perturb_lora(module)
     compare_modules(module, IclCollator(0)(icl_items), 6)
 
@@ -200,7 +203,7 @@ def test_gradient_checkpointing_with_the_chunked_head(icl_items):
     from ifdistill.data.collate import PadCollator
 
     torch.manual_seed(0)
-    module = SFTModule(TINY, LORA, gradient_checkpointing=True)
+    module = SFTModule(TrainingInputs(TINY, LORA, gradient_checkpointing=True))
     perturb_lora(module)
     compare_modules(module, PadCollator(0)(icl_items), 5)
 
@@ -208,7 +211,7 @@ def test_gradient_checkpointing_with_the_chunked_head(icl_items):
 def test_a_head_that_cannot_be_chunked_falls_back_with_its_reason(icl_items):
     from ifdistill.data.collate import PadCollator
 
-    module = SFTModule(TINY, LORA, logit_chunk_size=4)
+    module = SFTModule(TrainingInputs(TINY, LORA, logit_chunk_size=4))
     base = module.model.get_base_model()
     base.lm_head = torch.nn.Sequential(base.lm_head)  # stands for any head the chunked path does not know
     assert "Sequential" in unchunkable(module.lm.output_head())
@@ -236,7 +239,8 @@ def qwen3_items(qwen3_tokenizer):
 @pytest.fixture(scope="module")
 def qwen3_distill(tiny_qwen3_dir):
     torch.manual_seed(0)
-    module = ICLDistillModule(QWEN3, LORA_HEAD)  # the tied head carries an adapter: its gradients are compared
+    module = ICLDistillModule(TrainingInputs(QWEN3,
+                                             LORA_HEAD))  # the tied head carries an adapter: its gradients are compared
     perturb_lora(module)
     return module
 
@@ -255,7 +259,7 @@ def test_qwen3_vocabulary_distill_chunked_equals_unchunked(spec, qwen3_distill, 
 def test_qwen3_vocabulary_sft_full_fine_tuning_chunked_equals_unchunked(tiny_qwen3_dir, qwen3_items):
     from ifdistill.data.collate import PadCollator
 
-    module = SFTModule(QWEN3, {"method": "none"})
+    module = SFTModule(TrainingInputs(QWEN3, {"method": "none"}))
     _, _, g = compare_modules(module, PadCollator(0)(k0_items(qwen3_items)), 16)
     assert "lm.model.model.embed_tokens.weight" in g  # the tied head's weight
 
@@ -264,7 +268,7 @@ def test_held_out_sums_chunked_equal_unchunked(icl_items):
     from ifdistill.data.collate import PadCollator
 
     batch = PadCollator(0)(icl_items)
-    module = SFTModule(TINY, LORA_HEAD, val_names=["a", "b"])
+    module = SFTModule(TrainingInputs(TINY, LORA_HEAD, val_names=["a", "b"]))
     perturb_lora(module)
     module.eval()
     for idx, chunk in enumerate((None, 5)):

@@ -9,10 +9,12 @@ import torch
 
 from ifdistill.data.collate import PadCollator
 from ifdistill.methods.distill.module import ICLDistillModule
+from ifdistill.methods.distill.settings import DistillSettings
 from ifdistill.train.drift import DRIFT_KEYS, drift_sums
 from ifdistill.train.losses import supervised_positions
 from ifdistill.train.modeling import adapter_disabled, build_model
 from ifdistill.methods.sft.module import SFTModule
+from ifdistill.train.method import TrainingInputs
 
 from tests.unit.train.conftest import LORA, TINY, perturb_lora
 
@@ -58,7 +60,7 @@ def _tolerance(*logits: torch.Tensor) -> float:
 
 
 def test_lora_drift_equals_the_full_vocabulary_kl_of_adapter_on_and_off(icl_items, tiny_tokenizer):
-    module = SFTModule(TINY, LORA, logit_chunk_size=3, drift_from_base=True)  # several chunks per batch
+    module = SFTModule(TrainingInputs(TINY, LORA, logit_chunk_size=3, drift_from_base=True))  # several chunks per batch
     module.setup("fit")
     assert module.drift.adapter and not module.drift.own_copy  # no copy: the adapter is switched off
     batch = PadCollator(tiny_tokenizer.pad_token_id)(icl_items[:2])  # two examples suffice
@@ -79,7 +81,7 @@ def test_lora_drift_equals_the_full_vocabulary_kl_of_adapter_on_and_off(icl_item
 
 
 def test_full_finetuning_compares_with_a_copy_of_the_initial_weights(icl_items, tiny_tokenizer):
-    module = SFTModule(TINY, {"method": "none"}, drift_from_base=True)
+    module = SFTModule(TrainingInputs(TINY, {"method": "none"}, drift_from_base=True))
     module.setup("fit")
     assert module.drift.own_copy and not any(p is q for p in module.drift.lm.parameters()
                                              for q in module.lm.parameters())
@@ -98,10 +100,11 @@ def test_full_finetuning_compares_with_a_copy_of_the_initial_weights(icl_items, 
 
 
 def test_distillation_reuses_its_frozen_teacher_and_sft_without_the_key_holds_nothing():
-    dist = ICLDistillModule(TINY, {"method": "none"}, teacher="frozen_initial", drift_from_base=True)
+    dist = ICLDistillModule(TrainingInputs(TINY, {"method": "none"}, drift_from_base=True),
+                            DistillSettings(teacher="frozen_initial"))
     dist.setup("fit")
     assert dist.drift.lm is dist._frozen[0] and not dist.drift.own_copy
-    plain = SFTModule(TINY, {"method": "none"})
+    plain = SFTModule(TrainingInputs(TINY, {"method": "none"}))
     plain.setup("fit")
     assert plain.drift is None and set(plain.val_sums["heldout"].keys).isdisjoint(DRIFT_KEYS)
 
@@ -120,7 +123,7 @@ def test_a_bf16_model_without_autocast_compares_with_its_float32_copy(icl_items,
     """DeepSpeed's bf16 mode casts the trained model to bf16 and runs it without autocast, while the base's
     frozen copy (outside the module tree) stays float32: the base's hidden states reach the copy's float32
     head as float32 (a bf16 input to it was a dtype error on CPU and under ZeRO-3 on a GPU)."""
-    module = SFTModule(TINY, {"method": "none"}, drift_from_base=True)
+    module = SFTModule(TrainingInputs(TINY, {"method": "none"}, drift_from_base=True))
     module.setup("fit")
     module.to(torch.bfloat16)
     assert next(module.drift.lm.parameters()).dtype == torch.float32

@@ -67,6 +67,11 @@ def test_a_misspelt_key_in_every_section_is_refused_by_name(section):
 def test_a_misspelt_method_key_is_refused_by_name_under_every_method(method):
     message = _refusal(method, "method")
     assert TYPO in message and "\n" not in message, message
+    # without +: every method's section is composed from its settings class (ifdistill/methods/sft/settings.py),
+    # open to the data layer's keys, so the key composes and preflight refuses it against that class
+    with pytest.raises(PreflightError) as err:
+        train_config(compose("train", [*BASE, f"method={method}", f"method.{TYPO}=0.3"]), check_model=False)
+    assert str(err.value) == message
 
 
 @pytest.mark.parametrize("key", sorted(SUPPLIED_BY_TRAINING))

@@ -14,6 +14,7 @@ import torch
 
 from ifdistill.data.collate import PadCollator
 from ifdistill.methods.sft.module import SFTModule
+from ifdistill.train.method import TrainingInputs
 from tests.gpu.tolerance import bf16_relative_error
 from tests.unit.train.conftest import LORA, perturb_lora
 
@@ -21,9 +22,9 @@ BF16_TINY = {"name_or_path": "builtin:tiny", "dtype": "bfloat16"}
 
 
 def test_full_fine_tuning_trains_float32_master_weights_and_lora_a_bfloat16_base():
-    full = SFTModule(BF16_TINY, {"method": "none"})
+    full = SFTModule(TrainingInputs(BF16_TINY, {"method": "none"}))
     assert {p.dtype for p in full.parameters()} == {torch.float32}
-    lora = SFTModule(BF16_TINY, LORA)
+    lora = SFTModule(TrainingInputs(BF16_TINY, LORA))
     assert {p.dtype for p in lora.parameters() if p.requires_grad} == {torch.float32}
     assert {p.dtype for p in lora.parameters() if not p.requires_grad} == {torch.bfloat16}
 
@@ -32,7 +33,7 @@ def test_lora_under_autocast_skips_the_input_casts_and_computes_the_same(icl_ite
     from peft.tuners.tuners_utils import BaseTunerLayer
 
     torch.manual_seed(0)
-    module = SFTModule(BF16_TINY, LORA)
+    module = SFTModule(TrainingInputs(BF16_TINY, LORA))
     perturb_lora(module)
     module.eval()  # no dropout: the same function twice
     batch = PadCollator(tiny_tokenizer.pad_token_id)(icl_items[:2])

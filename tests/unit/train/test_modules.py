@@ -7,8 +7,10 @@ import torch
 
 from ifdistill.data.collate import IclCollator, PadCollator
 from ifdistill.methods.distill.module import ICLDistillModule
+from ifdistill.methods.distill.settings import DistillSettings
 from ifdistill.train.modeling import QLoRAUnavailable, build_model
 from ifdistill.methods.sft.module import SFTModule
+from ifdistill.train.method import TrainingInputs
 
 from tests.unit.train.conftest import LORA, TINY, k0_items, perturb_lora
 
@@ -23,9 +25,9 @@ def _grads(module):
 
 
 def test_kd_ratio_zero_equals_sft_in_loss_and_gradients(icl_items, pad_id):
-    sft = SFTModule(TINY, LORA)
+    sft = SFTModule(TrainingInputs(TINY, LORA))
     perturb_lora(sft)
-    dist = ICLDistillModule(TINY, LORA, kd_ratio=0.0, teacher="frozen_initial")
+    dist = ICLDistillModule(TrainingInputs(TINY, LORA), DistillSettings(kd_ratio=0.0, teacher="frozen_initial"))
     dist.lm.load_state_dict(sft.lm.state_dict())
     sft_batch, icl_batch = PadCollator(pad_id)(icl_items), IclCollator(pad_id)(icl_items)
     assert int(icl_batch["num_demos"].min()) == 2
@@ -45,7 +47,7 @@ def test_kd_ratio_zero_equals_sft_in_loss_and_gradients(icl_items, pad_id):
 
 @pytest.mark.parametrize("teacher", ["self_stopgrad", "frozen_initial"])
 def test_k0_teacher_equal_to_the_student_gives_zero_kl(icl_items, pad_id, teacher):
-    dist = ICLDistillModule(TINY, LORA, kd_ratio=0.5, teacher=teacher)
+    dist = ICLDistillModule(TrainingInputs(TINY, LORA), DistillSettings(kd_ratio=0.5, teacher=teacher))
     if teacher == "self_stopgrad":
         perturb_lora(dist)  # a trained adapter: the current model is still its own teacher
     loss, stats = dist.objective(IclCollator(pad_id)(k0_items(icl_items)))
@@ -55,8 +57,8 @@ def test_k0_teacher_equal_to_the_student_gives_zero_kl(icl_items, pad_id, teache
 
 
 def test_frozen_initial_with_lora_is_the_base_model_without_a_copy(icl_items, pad_id):
-    dist = ICLDistillModule(TINY, LORA, teacher="frozen_initial")
-    sft = SFTModule(TINY, LORA)
+    dist = ICLDistillModule(TrainingInputs(TINY, LORA), DistillSettings(teacher="frozen_initial"))
+    sft = SFTModule(TrainingInputs(TINY, LORA))
     assert dist._frozen == []  # no second model in memory
     assert sum(p.numel() for p in dist.parameters()) == sum(p.numel() for p in sft.parameters())
     perturb_lora(dist)
@@ -76,7 +78,8 @@ def test_frozen_initial_with_lora_is_the_base_model_without_a_copy(icl_items, pa
 
 
 def test_full_finetuning_teacher_is_a_frozen_copy_outside_the_state_dict(icl_items, pad_id):
-    dist = ICLDistillModule(TINY, {"method": "none"}, teacher="frozen_initial", optim={"lr": 1e-2})
+    dist = ICLDistillModule(TrainingInputs(TINY, {"method": "none"}, optim={"lr": 1e-2}),
+                            DistillSettings(teacher="frozen_initial"))
     assert len(dist._frozen) == 1
     assert all(not p.requires_grad for p in dist._frozen[0].parameters())
     assert all(k.startswith("lm.") for k in dist.state_dict())  # the copy is not checkpointed
@@ -89,7 +92,7 @@ def test_full_finetuning_teacher_is_a_frozen_copy_outside_the_state_dict(icl_ite
 
 
 def test_separate_teacher_is_loaded_frozen(icl_items, pad_id):
-    dist = ICLDistillModule(TINY, LORA, teacher="separate", teacher_model=TINY)
+    dist = ICLDistillModule(TrainingInputs(TINY, LORA), DistillSettings(teacher="separate", teacher_model=TINY))
     assert len(dist._frozen) == 1 and not any(p.requires_grad for p in dist._frozen[0].parameters())
     _, stats = dist.objective(IclCollator(pad_id)(icl_items))
     assert stats["teacher_count"].item() == stats["count"].item()
@@ -97,9 +100,9 @@ def test_separate_teacher_is_loaded_frozen(icl_items, pad_id):
 
 def test_invalid_method_settings_fail_at_construction():
     with pytest.raises(ValueError, match="kl"):
-        ICLDistillModule(TINY, LORA, kl="sideways")
+        ICLDistillModule(TrainingInputs(TINY, LORA), DistillSettings(kl="sideways"))
     with pytest.raises(ValueError, match="teacher_model"):
-        ICLDistillModule(TINY, LORA, teacher="separate")
+        ICLDistillModule(TrainingInputs(TINY, LORA), DistillSettings(teacher="separate"))
 
 
 def test_qlora_without_gpu_or_bitsandbytes_is_a_clear_error():
@@ -110,7 +113,7 @@ def test_qlora_without_gpu_or_bitsandbytes_is_a_clear_error():
 
 
 def test_sft_counts_only_supervised_tokens_with_the_shift(icl_items, pad_id):
-    sft = SFTModule(TINY, LORA)
+    sft = SFTModule(TrainingInputs(TINY, LORA))
     batch = PadCollator(pad_id)(icl_items)
     rows, cols, targets = sft.supervised(batch)
     logits = sft.lm(batch["input_ids"], rows, cols, attention_mask=batch["attention_mask"])
@@ -126,7 +129,7 @@ def test_gradient_checkpointing_changes_memory_not_results(icl_items, pad_id):
     out = []
     for gc in (False, True):
         torch.manual_seed(0)
-        module = SFTModule(TINY, LORA, gradient_checkpointing=gc)
+        module = SFTModule(TrainingInputs(TINY, LORA, gradient_checkpointing=gc))
         perturb_lora(module)
         module.train()
         loss, _ = module.objective(batch)

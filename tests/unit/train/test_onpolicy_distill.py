@@ -13,7 +13,10 @@ from ifdistill.methods.onpolicy_distill.divergences import token_divergence
 from ifdistill.methods.onpolicy_distill.module import OnPolicyDistillModule
 from ifdistill.methods.onpolicy_distill.sampling import Sample, cut_at_stop, with_samples
 from ifdistill.methods.distill.module import ICLDistillModule
+from ifdistill.methods.distill.settings import DistillSettings
+from ifdistill.methods.onpolicy_distill.settings import OnPolicyDistillSettings
 from ifdistill.train.losses import IGNORE_INDEX
+from ifdistill.train.method import TrainingInputs
 
 from tests.unit.train.conftest import LORA, TINY, k0_items, perturb_lora
 
@@ -27,9 +30,10 @@ def _grads(module):
 @pytest.mark.parametrize("kl", ["forward", "reverse"])
 def test_lambda_zero_is_off_policy_distillation(icl_items, tiny_tokenizer, kl):
     """(kl=sampled: test_a_gold_chunk_under_the_sampled_estimator_is_off_policy_reverse_kl)"""
-    off = ICLDistillModule(TINY, LORA, kd_ratio=0.5, kl=kl)
+    off = ICLDistillModule(TrainingInputs(TINY, LORA), DistillSettings(kd_ratio=0.5, kl=kl))
     perturb_lora(off)
-    on = OnPolicyDistillModule(TINY, LORA, kd_ratio=0.5, kl=kl, lmbda=0.0, generation=FAST)
+    on = OnPolicyDistillModule(TrainingInputs(TINY, LORA),
+                               OnPolicyDistillSettings(kd_ratio=0.5, kl=kl, lmbda=0.0, generation=FAST))
     on.lm.load_state_dict(off.lm.state_dict())
     batch = IclCollator(tiny_tokenizer.pad_token_id)(icl_items)
     lo, so = off.objective(batch)
@@ -47,8 +51,9 @@ def test_lambda_zero_is_off_policy_distillation(icl_items, tiny_tokenizer, kl):
 @pytest.mark.parametrize("kl", ["reverse", "sampled"])
 def test_a_teacher_equal_to_the_student_gives_zero_loss_and_gradient(icl_items, tiny_tokenizer, kl):
     """k = 0, no own demonstration, the live student as teacher, every example on a student sample."""
-    module = OnPolicyDistillModule(TINY, LORA, kd_ratio=1.0, kl=kl, lmbda=1.0, teacher="self_stopgrad",
-                                   generation=FAST)
+    module = OnPolicyDistillModule(TrainingInputs(TINY, LORA),
+                                   OnPolicyDistillSettings(kd_ratio=1.0, kl=kl, lmbda=1.0, teacher="self_stopgrad",
+                                                           generation=FAST))
     perturb_lora(module)
     batch = IclCollator(tiny_tokenizer.pad_token_id)(k0_items(icl_items))
     loss, stats = module.objective(batch)
@@ -139,7 +144,8 @@ def test_samples_replace_the_completion_in_both_views(icl_items, tiny_tokenizer)
 
 
 def test_greedy_samples_are_the_students_argmax_continuation(icl_items, tiny_tokenizer):
-    module = OnPolicyDistillModule(TINY, LORA, lmbda=1.0, generation={"max_new_tokens": 5, "greedy": True})
+    module = OnPolicyDistillModule(TrainingInputs(TINY, LORA),
+                                   OnPolicyDistillSettings(lmbda=1.0, generation={"max_new_tokens": 5, "greedy": True}))
     perturb_lora(module)
     batch = IclCollator(tiny_tokenizer.pad_token_id)(icl_items[:2])
     prompt = batch["input_ids"][0, :int(batch["student_positions"][0, 0])].tolist()
@@ -155,11 +161,11 @@ def test_greedy_samples_are_the_students_argmax_continuation(icl_items, tiny_tok
 
 def test_settings_the_method_refuses():
     with pytest.raises(ValueError, match="lmbda"):
-        OnPolicyDistillModule(TINY, LORA, lmbda=1.5)
+        OnPolicyDistillModule(TrainingInputs(TINY, LORA), OnPolicyDistillSettings(lmbda=1.5))
     with pytest.raises(ValueError, match="method.kl"):
-        OnPolicyDistillModule(TINY, LORA, kl="tv")
+        OnPolicyDistillModule(TrainingInputs(TINY, LORA), OnPolicyDistillSettings(kl="tv"))
     with pytest.raises(ValueError, match="on_eos_collapse"):
-        OnPolicyDistillModule(TINY, LORA, on_eos_collapse="panic")
+        OnPolicyDistillModule(TrainingInputs(TINY, LORA), OnPolicyDistillSettings(on_eos_collapse="panic"))
     cfg = OmegaConf.create({"trainer": {"strategy": {"_target_": "lightning.pytorch.strategies.DeepSpeedStrategy"}}})
     problems = OnPolicyDistillModule.config_problems({"teacher_source": "cache", "k": 2, "demos": "shared"}, cfg)
     assert len(problems) == 3 and "online" in problems[0] and "per_example" in problems[1] and "DeepSpeed" in problems[2]
@@ -177,7 +183,8 @@ def test_sampling_that_is_not_the_students_own_is_refused_for_the_sampled_estima
     assert f"{key}={value}" in line and "biased" in line and "kl=reverse" in line
     assert OnPolicyDistillModule.config_problems({"kl": "reverse", "generation": generation}, cfg) == []
     with pytest.raises(ValueError, match=f"{key}={value}"):
-        OnPolicyDistillModule(TINY, LORA, kl="sampled", generation=generation)
+        OnPolicyDistillModule(TrainingInputs(TINY, LORA),
+                              OnPolicyDistillSettings(kl="sampled", generation=generation))
 
 
 def test_method_keys_that_a_path_would_ignore_are_refused():
@@ -224,7 +231,7 @@ def test_normalising_after_backward_trains_as_the_precomputed_token_count():
     def fit(cls, **kw):
         dm = TrainDataModule(resolved(synthetic_data(24), k=2, demos="per_example"), TINY, micro_batch_size=2)
         torch.manual_seed(0)
-        module = cls(TINY, LORA, sgd, kd_ratio=0.5, **kw)
+        module = cls(TrainingInputs(TINY, LORA, sgd), cls.settings_class(kd_ratio=0.5, **kw))
         perturb_lora(module)
         start = {n: p.detach().clone() for n, p in module.lm.named_parameters() if p.requires_grad}
         pl.Trainer(accelerator="cpu", devices=1, max_steps=1, accumulate_grad_batches=2, logger=False,
@@ -283,7 +290,7 @@ def test_the_monitor_logs_samples_and_stops_when_samples_stop_ending(tiny_tokeni
 @pytest.fixture(scope="module")
 def loss_module():
     """``onpolicy_loss`` reads the module's ``kd`` settings only; each test sets them."""
-    return OnPolicyDistillModule(TINY, LORA, generation=FAST)
+    return OnPolicyDistillModule(TrainingInputs(TINY, LORA), OnPolicyDistillSettings(generation=FAST))
 
 
 def _chunk(n: int = 12, v: int = 11, seed: int = 5):

@@ -15,6 +15,7 @@ import torch
 
 from ifdistill.data.collate import PackCollator, PadCollator
 from ifdistill.methods.sft.module import SFTModule
+from ifdistill.train.method import TrainingInputs
 from tests.support import sum_relative_error
 from tests.unit.train.conftest import TINY, resolved, synthetic_data
 
@@ -41,7 +42,8 @@ def _loss_and_grads(module: SFTModule, batches) -> tuple[torch.Tensor, dict[str,
 
 def _module(impl: str) -> SFTModule:
     torch.manual_seed(0)
-    return SFTModule(TINY, FULL, attn_implementation=impl).eval()  # eval: no dropout, the same function twice
+    return SFTModule(TrainingInputs(TINY, FULL,
+                                    attn_implementation=impl)).eval()  # eval: no dropout, the same function twice
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)

@@ -12,7 +12,9 @@ from ifdistill.data.collate import IclCollator
 from ifdistill.data.icl import teacher_view
 from ifdistill.train.datamodule import TrainDataModule
 from ifdistill.methods.distill.module import ICLDistillModule
+from ifdistill.methods.distill.settings import DistillSettings
 from ifdistill.methods.distill.shared_demos import split_teacher
+from ifdistill.train.method import TrainingInputs
 
 from tests.unit.train.conftest import LORA, TINY, perturb_lora, resolved, synthetic_data
 
@@ -63,7 +65,7 @@ def test_shared_prefix_teacher_equals_full_teacher_views(shared_dm):
     items = [shared_dm.built.train[i] for i in range(4)]
     shared = collate(items)
     full = IclCollator(shared_dm.tokenizer.pad_token_id)(per_example_views(collate, items))
-    module = ICLDistillModule(TINY, LORA, teacher="frozen_initial", kd_ratio=0.5)
+    module = ICLDistillModule(TrainingInputs(TINY, LORA), DistillSettings(teacher="frozen_initial", kd_ratio=0.5))
     perturb_lora(module)
     r1, s1, t1, y1 = module.completion_index(shared)
     r2, s2, t2, y2 = module.completion_index(full)
@@ -123,7 +125,7 @@ def test_mixed_batch_teacher_equals_per_example_views():
     items = [new[0], replay[0], new[1], replay[1]]
     shared = collate(items)
     full = IclCollator(dm.tokenizer.pad_token_id)(per_example_views(collate, items))
-    module = ICLDistillModule(TINY, LORA, teacher="frozen_initial", kd_ratio=0.5)
+    module = ICLDistillModule(TrainingInputs(TINY, LORA), DistillSettings(teacher="frozen_initial", kd_ratio=0.5))
     perturb_lora(module)
     rows, s_cols, t_cols, _ = module.completion_index(shared)
     a = module.teacher_logits(shared, rows, t_cols)

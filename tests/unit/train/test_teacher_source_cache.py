@@ -8,7 +8,9 @@ import torch
 
 from ifdistill.data.collate import IclCollator
 from ifdistill.methods.distill.module import ICLDistillModule
+from ifdistill.methods.distill.settings import DistillSettings
 from ifdistill.methods.distill.teacher_pass_runner import cache_refusal, ensure_teacher_cache
+from ifdistill.train.method import TrainingInputs
 
 from tests.unit.train.conftest import LORA, TINY, perturb_lora
 
@@ -26,11 +28,12 @@ def _grads(module):
 
 @pytest.mark.parametrize("chunk", [None, 7])
 def test_k_equal_v_cached_objective_equals_online(icl_items, tiny_tokenizer, tmp_path, chunk):
-    online = ICLDistillModule(TINY, LORA, kd_ratio=0.5, logit_chunk_size=chunk)
+    online = ICLDistillModule(TrainingInputs(TINY, LORA, logit_chunk_size=chunk), DistillSettings(kd_ratio=0.5))
     perturb_lora(online)
     v = online.lm.output_head().weight.shape[0]
-    cached = ICLDistillModule(TINY, LORA, kd_ratio=0.5, logit_chunk_size=chunk, teacher_source="cache",
-                              cache_dir=str(tmp_path), cache_k=v + 100)  # k > V means all of V
+    cached = ICLDistillModule(TrainingInputs(TINY, LORA, logit_chunk_size=chunk),
+                              DistillSettings(kd_ratio=0.5, teacher_source="cache", cache_dir=str(tmp_path),
+                                              cache_k=v + 100))  # k > V means all of V
     cached.lm.load_state_dict(online.lm.state_dict())
     assert cached.teacher_cache.namespace.k == v
     stats = ensure_teacher_cache(cached, icl_items)
@@ -53,9 +56,10 @@ def test_k_equal_v_cached_objective_equals_online(icl_items, tiny_tokenizer, tmp
 
 
 def test_small_k_stays_close_and_never_exceeds_the_online_kl(icl_items, tiny_tokenizer, tmp_path):
-    online = ICLDistillModule(TINY, LORA, kd_ratio=1.0)
+    online = ICLDistillModule(TrainingInputs(TINY, LORA), DistillSettings(kd_ratio=1.0))
     perturb_lora(online)
-    cached = ICLDistillModule(TINY, LORA, kd_ratio=1.0, teacher_source="cache", cache_dir=str(tmp_path), cache_k=4)
+    cached = ICLDistillModule(TrainingInputs(TINY, LORA),
+                              DistillSettings(kd_ratio=1.0, teacher_source="cache", cache_dir=str(tmp_path), cache_k=4))
     cached.lm.load_state_dict(online.lm.state_dict())
     ensure_teacher_cache(cached, icl_items)
     batch = IclCollator(tiny_tokenizer.pad_token_id)(icl_items)
@@ -71,15 +75,18 @@ def test_schemes_that_cannot_share_a_cache_are_refused(tmp_path):
     assert cache_refusal({"teacher_source": "cache", "demos": "shared", "k": 0}) is None
     assert "per_example" in cache_refusal({"teacher_source": "cache", "demos": "shared", "k": 4})
     with pytest.raises(ValueError, match="frozen teacher"):
-        ICLDistillModule(TINY, LORA, teacher="self_stopgrad", teacher_source="cache", cache_dir=str(tmp_path))
+        ICLDistillModule(TrainingInputs(TINY, LORA),
+                         DistillSettings(teacher="self_stopgrad", teacher_source="cache", cache_dir=str(tmp_path)))
     with pytest.raises(ValueError, match="kl=forward"):
-        ICLDistillModule(TINY, LORA, kl="reverse", teacher_source="cache", cache_dir=str(tmp_path))
+        ICLDistillModule(TrainingInputs(TINY, LORA),
+                         DistillSettings(kl="reverse", teacher_source="cache", cache_dir=str(tmp_path)))
     with pytest.raises(ValueError, match="teacher_source"):
-        ICLDistillModule(TINY, LORA, teacher_source="disk")
+        ICLDistillModule(TrainingInputs(TINY, LORA), DistillSettings(teacher_source="disk"))
 
 
 def test_views_read_past_the_pass_are_computed_on_demand(icl_items, tiny_tokenizer, tmp_path):
-    cached = ICLDistillModule(TINY, LORA, teacher_source="cache", cache_dir=str(tmp_path), cache_k=4)
+    cached = ICLDistillModule(TrainingInputs(TINY, LORA),
+                              DistillSettings(teacher_source="cache", cache_dir=str(tmp_path), cache_k=4))
     cached.teacher_pass.first = ensure_teacher_cache(cached, icl_items[:1])  # the pass covered one example
     assert cached.teacher_pass.first.computed == 1
     batch = IclCollator(tiny_tokenizer.pad_token_id)(icl_items)

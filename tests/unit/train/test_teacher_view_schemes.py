@@ -26,7 +26,9 @@ from ifdistill.data.icl import identity_teacher_view
 from ifdistill.models.tiny import TinySpec, tiny_model_path
 from ifdistill.train.datamodule import TrainDataModule
 from ifdistill.methods.distill.module import ICLDistillModule
+from ifdistill.methods.distill.settings import DistillSettings
 from ifdistill.methods.distill.shared_demos import SharedDemoCollator
+from ifdistill.train.method import TrainingInputs
 
 from tests.unit.data.conftest import QWEN3_LIKE
 from tests.unit.train.conftest import LORA, TINY, perturb_lora, synthetic_data
@@ -98,7 +100,8 @@ def tokenizer(micro_model):
 @pytest.fixture(scope="module")
 def module(micro_model):
     torch.manual_seed(0)
-    m = ICLDistillModule({"name_or_path": micro_model}, LORA, teacher="frozen_initial", kd_ratio=0.5)
+    m = ICLDistillModule(TrainingInputs({"name_or_path": micro_model}, LORA),
+                         DistillSettings(teacher="frozen_initial", kd_ratio=0.5))
     perturb_lora(m)
     return m
 

@@ -8,6 +8,7 @@ import torch
 
 from ifdistill.train.datamodule import TrainDataModule
 from ifdistill.methods.sft.module import SFTModule
+from ifdistill.train.method import TrainingInputs
 
 from tests.unit.train.conftest import LORA, TINY, resolved, synthetic_data
 from tests.unit.train.test_accumulation import Recorder
@@ -19,7 +20,7 @@ def test_the_last_partial_logging_interval_is_logged(max_steps, every):
     last steps' metrics."""
     dm = TrainDataModule(resolved(synthetic_data(40)), TINY, micro_batch_size=2)
     torch.manual_seed(0)
-    module = SFTModule(TINY, LORA, {"name": "sgd", "lr": 0.1, "schedule": "constant"})
+    module = SFTModule(TrainingInputs(TINY, LORA, {"name": "sgd", "lr": 0.1, "schedule": "constant"}))
     recorder = Recorder()
     trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=max_steps, log_every_n_steps=every,
                          logger=recorder, enable_checkpointing=False, use_distributed_sampler=False,
