@@ -46,38 +46,50 @@ class DistillSettings(SFTSettings):
     cache_claim_expiry_s: float = 300.0  # above NFS attribute-cache times (<= 60 s by default), below a pass's length
 
 
-#: The settings' defaults, for a section :func:`setting_problems` reads before it is composed in full.
-DEFAULTS = DistillSettings()
 TEACHERS = ("frozen_initial", "separate", "self_stopgrad")
 TEACHER_SOURCES = ("online", "cache")
 
 
 def setting_problems(method: Mapping[str, Any], *, divergences: Sequence[str],
                      teachers: Sequence[str] = TEACHERS) -> list[str]:
-    """The values of a ``method`` section (defaults filled in from :data:`DEFAULTS`) the module cannot train
-    with, one line each naming its key: what preflight reports (``DistillHooks.config_problems``) and the
-    module's constructor raises, from one place. ``divergences``/``teachers``: the kinds the module class
-    accepts (a subclass may add some)."""
-    from ifdistill.methods.distill.teacher_pass_runner import cache_refusal
-
-    def get(key: str) -> Any:
-        return method.get(key, getattr(DEFAULTS, key))
-
+    """The values of a ``method`` section (a key it lacks has its default here) the module cannot train with,
+    one line each naming its key: what preflight reports (``DistillHooks.config_problems``) and the module's
+    constructor raises, from one place. ``divergences``/``teachers``: the kinds the module class accepts (a
+    subclass may add some)."""
+    m = {**vars(DistillSettings()), **method}
     problems = []
-    if get("kl") not in divergences:
-        problems.append(f"method.kl: must be one of {', '.join(divergences)}, got {get('kl')!r}")
-    if get("teacher") not in teachers:
-        problems.append(f"method.teacher: must be one of {', '.join(teachers)}, got {get('teacher')!r}")
-    if not 0.0 <= float(get("kd_ratio")) <= 1.0:
-        problems.append(f"method.kd_ratio: must be in [0, 1], got {get('kd_ratio')}")
-    if get("teacher") == "separate" and not get("teacher_model"):
+    if m["kl"] not in divergences:
+        problems.append(f"method.kl: must be one of {', '.join(divergences)}, got {m['kl']!r}")
+    if m["teacher"] not in teachers:
+        problems.append(f"method.teacher: must be one of {', '.join(teachers)}, got {m['teacher']!r}")
+    if not 0.0 <= float(m["kd_ratio"]) <= 1.0:
+        problems.append(f"method.kd_ratio: must be in [0, 1], got {m['kd_ratio']}")
+    if m["teacher"] == "separate" and not m["teacher_model"]:
         problems.append("method.teacher=separate needs method.teacher_model (name_or_path, dtype, ...)")
-    if get("teacher_source") not in TEACHER_SOURCES:
+    if m["teacher_source"] not in TEACHER_SOURCES:
         problems.append(f"method.teacher_source: must be one of {', '.join(TEACHER_SOURCES)}, "
-                        f"got {get('teacher_source')!r}")
-    elif get("teacher_source") == "cache" and not get("cache_dir"):
+                        f"got {m['teacher_source']!r}")
+    elif m["teacher_source"] == "cache" and not m["cache_dir"]:
         problems.append("method.teacher_source=cache needs method.cache_dir")
     refusal = cache_refusal(method)
     return problems + ([refusal] if refusal else [])
+
+
+def cache_refusal(method: Mapping[str, Any]) -> Optional[str]:
+    """Why the ``method`` section cannot read a teacher cache (``None``: it can, or it does not ask to); a key
+    it lacks has :class:`DistillSettings`' default, and without the data layer's ``k`` (the module's own
+    check) the demonstrations are not judged."""
+    method = {**vars(DistillSettings()), **method}
+    if method["teacher_source"] != "cache":
+        return None
+    if int(method.get("k") or 0) > 0 and method.get("demos") == "shared":
+        return ("method.teacher_source=cache needs method.demos=per_example: shared demonstrations make a "
+                "teacher view depend on its batch, so no cached view would serve another run")
+    if method["teacher"] == "self_stopgrad":
+        return "method.teacher_source=cache needs a frozen teacher (frozen_initial or separate), not self_stopgrad"
+    if method["kl"] != "forward" or method["topk"]:
+        return "method.teacher_source=cache computes the forward KL on the cached support: set kl=forward, topk=null"
+    return None
+
 
 store_target_schema("method_distill", DistillSettings)  # checked by setting_problems, which knows the module's kinds

@@ -23,8 +23,8 @@ Which schemes can share a cache: a teacher view must be a function of the exampl
 demonstrations are (the draw is keyed by the example and ``data.icl_seed``, from the pool of all new
 examples: :mod:`ifdistill.data.build`), and so are 0-shot views (``k = 0``, replay examples). Shared
 demonstrations are not (a batch shares one draw, so a view depends on the batch, the data order and
-the replay ratio): :func:`cache_refusal` refuses them, as it refuses a teacher that moves
-(``self_stopgrad``) and divergences other than the forward KL.
+the replay ratio): :func:`~ifdistill.methods.distill.settings.cache_refusal` refuses them, as it refuses
+a teacher that moves (``self_stopgrad``) and divergences other than the forward KL.
 """
 
 from __future__ import annotations
@@ -39,26 +39,12 @@ from typing import TYPE_CHECKING, Any, Optional
 from ifdistill.hashing import weight_hashes
 from ifdistill.models import resolve_model_path
 
-if TYPE_CHECKING:  # torch is imported by the functions that need it: preflight reads cache_refusal alone
+if TYPE_CHECKING:  # torch is imported by the functions that need it
     from ifdistill.methods.distill.teacher_cache import CacheNamespace, TeacherCache
     from ifdistill.methods.distill.teacher_pass import PassStats, TeacherViewRef
 
 log = logging.getLogger(__name__)
 
-
-
-def cache_refusal(method: Mapping[str, Any]) -> Optional[str]:
-    """Why the ``method`` section cannot read a teacher cache (``None``: it can, or it does not ask to)."""
-    if method.get("teacher_source", "online") != "cache":
-        return None
-    if int(method.get("k", 0) or 0) > 0 and method.get("demos") == "shared":
-        return ("method.teacher_source=cache needs method.demos=per_example: shared demonstrations make a "
-                "teacher view depend on its batch, so no cached view would serve another run")
-    if method.get("teacher", "frozen_initial") == "self_stopgrad":
-        return "method.teacher_source=cache needs a frozen teacher (frozen_initial or separate), not self_stopgrad"
-    if method.get("kl", "forward") != "forward" or method.get("topk"):
-        return "method.teacher_source=cache computes the forward KL on the cached support: set kl=forward, topk=null"
-    return None
 
 
 def teacher_weights_dir(model: Mapping[str, Any]) -> Path:

@@ -46,6 +46,7 @@ from typing import Any
 
 from ifdistill.methods.onpolicy_distill.divergences import KINDS
 from ifdistill.methods.onpolicy_distill.sampling import SamplingSettings
+from ifdistill.methods.onpolicy_distill.settings import OnPolicyDistillSettings
 
 ENGINES = ("hf", "vllm")
 GENERATION_KEYS = tuple(f.name for f in dataclasses.fields(SamplingSettings))
@@ -70,9 +71,11 @@ def generation_problems(generation: Mapping[str, Any], kl: str) -> list[str]:
 
 
 def setting_problems(method: Mapping[str, Any]) -> list[str]:
-    """Every refused setting of an on-policy ``method`` section, each one line naming its key (module docstring)."""
+    """Every refused setting of an on-policy ``method`` section, each one line naming its key (module docstring);
+    a key the section lacks has :class:`OnPolicyDistillSettings`' default."""
+    method = {**vars(OnPolicyDistillSettings()), **method}
     problems = []
-    kl = method.get("kl", "reverse")
+    kl = method["kl"]
     if kl not in KINDS:
         problems.append(f"method.kl must be one of {KINDS}, got {kl!r}")
     for key, ok, what in (("lmbda", lambda v: 0.0 <= float(v) <= 1.0, "in [0, 1]"),
@@ -81,14 +84,14 @@ def setting_problems(method: Mapping[str, Any]) -> list[str]:
                           ("sync_every", lambda v: int(v) >= 1, ">= 1")):
         if key in method and not ok(method[key]):
             problems.append(f"method.{key} must be {what}, got {method[key]}")
-    if method.get("engine", "hf") not in ENGINES:
-        problems.append(f"method.engine must be one of {ENGINES}, got {method.get('engine')!r}")
+    if method["engine"] not in ENGINES:
+        problems.append(f"method.engine must be one of {ENGINES}, got {method['engine']!r}")
     if kl == "sampled":
-        if float(method.get("temperature", 1.0)) != 1.0:
+        if float(method["temperature"]) != 1.0:
             problems.append(f"method.kl=sampled needs method.temperature=1 (the estimator is taken at the sampling "
-                            f"distribution), got {method.get('temperature')}")
-        if method.get("topk") is not None:
+                            f"distribution), got {method['temperature']}")
+        if method["topk"] is not None:
             problems.append(f"method.kl=sampled reads one token's full-vocabulary log-probabilities: method.topk "
-                            f"(got {method.get('topk')}) applies to kl=forward|reverse|jsd only")
-    problems += generation_problems(dict(method.get("generation") or {}), kl)
+                            f"(got {method['topk']}) applies to kl=forward|reverse|jsd only")
+    problems += generation_problems(dict(method["generation"] or {}), kl)
     return problems

@@ -31,8 +31,8 @@ class OnPolicyDistillHooks(DistillHooks):
 
     @classmethod
     def teacher_views(cls, method: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
-        return {"k": method.get("k", 4), "demos": method.get("demos", "per_example"),
-                "extra_demos": own_demo if method.get("own_demo", False) else None}
+        return {"k": method["k"], "demos": method["demos"],
+                "extra_demos": own_demo if method.get("own_demo") else None}
 
     @classmethod
     def config_problems(cls, method: Mapping[str, Any], tree: Mapping[str, Any]) -> list[str]:
@@ -40,10 +40,10 @@ class OnPolicyDistillHooks(DistillHooks):
         from ifdistill.methods.onpolicy_distill.checks import setting_problems
 
         problems = setting_problems(method)
-        if method.get("teacher_source", "online") != "online":
+        if method.get("teacher_source") not in (None, "online"):  # not a field: also refused as an unknown key
             problems.append("method=onpolicy_distill: teacher_source must be online (a sample is new every step, "
                             "no cached view can serve it)")
-        views = cls.teacher_views(method)  # the section's k and demos, defaults included
+        views = cls.teacher_views(method)  # the section's k, demos and own_demo
         if (int(views["k"]) > 0 or views["extra_demos"] is not None) and views["demos"] != "per_example":
             problems.append("method=onpolicy_distill needs method.demos=per_example (the teacher's view is rebuilt "
                             "around each sample)")
@@ -51,7 +51,7 @@ class OnPolicyDistillHooks(DistillHooks):
             problems.append("method=onpolicy_distill normalises gradients after sampling, from param.grad, which "
                             "DeepSpeed partitions: use ddp, fsdp or a single device")
         devices = lookup(tree, "trainer.devices", 1)
-        if method.get("engine", "hf") == "vllm" and str(devices) not in ("1", "auto"):
+        if method.get("engine", OnPolicyDistillSettings.engine) == "vllm" and str(devices) not in ("1", "auto"):
             problems.append(f"method.engine=vllm runs one colocated engine per process on its first device: it "
                             f"needs trainer.devices=1 (got {devices}); use engine=hf with several devices")
         return problems

@@ -20,6 +20,8 @@ from ifdistill.train.method import TrainingInputs
 
 from tests.unit.train.conftest import LORA, TINY, k0_items, perturb_lora
 
+DATA_KEYS = {"k": 0, "demos": "per_example"}  # the data layer's keys, which every composed section has
+
 FAST = {"max_new_tokens": 6}
 
 
@@ -170,18 +172,18 @@ def test_settings_the_method_refuses():
     problems = OnPolicyDistillModule.config_problems({"teacher_source": "cache", "k": 2, "demos": "shared"}, cfg)
     assert len(problems) == 3 and "online" in problems[0] and "per_example" in problems[1] and "DeepSpeed" in problems[2]
     two = OmegaConf.create({"trainer": {"devices": 2}})
-    assert OnPolicyDistillModule.config_problems({"engine": "hf"}, two) == []
-    assert "trainer.devices=1" in OnPolicyDistillModule.config_problems({"engine": "vllm"}, two)[0]
+    assert OnPolicyDistillModule.config_problems({**DATA_KEYS, "engine": "hf"}, two) == []
+    assert "trainer.devices=1" in OnPolicyDistillModule.config_problems({**DATA_KEYS, "engine": "vllm"}, two)[0]
 
 
 @pytest.mark.parametrize("generation", [{"temperature": 0.7}, {"top_p": 0.9}, {"greedy": True}])
 def test_sampling_that_is_not_the_students_own_is_refused_for_the_sampled_estimator(generation):
     """The sampled estimator holds for y ~ p_s only; the full-vocabulary divergences take any prefixes."""
     cfg = OmegaConf.create({})
-    (line,) = OnPolicyDistillModule.config_problems({"kl": "sampled", "generation": generation}, cfg)
+    (line,) = OnPolicyDistillModule.config_problems({**DATA_KEYS, "kl": "sampled", "generation": generation}, cfg)
     key, value = next(iter(generation.items()))
     assert f"{key}={value}" in line and "biased" in line and "kl=reverse" in line
-    assert OnPolicyDistillModule.config_problems({"kl": "reverse", "generation": generation}, cfg) == []
+    assert OnPolicyDistillModule.config_problems({**DATA_KEYS, "kl": "reverse", "generation": generation}, cfg) == []
     with pytest.raises(ValueError, match=f"{key}={value}"):
         OnPolicyDistillModule(TrainingInputs(TINY, LORA),
                               OnPolicyDistillSettings(kl="sampled", generation=generation))
@@ -189,11 +191,12 @@ def test_sampling_that_is_not_the_students_own_is_refused_for_the_sampled_estima
 
 def test_method_keys_that_a_path_would_ignore_are_refused():
     cfg = OmegaConf.create({})
-    (top_k,) = OnPolicyDistillModule.config_problems({"kl": "reverse", "generation": {"top_k": 20}}, cfg)
+    (top_k,) = OnPolicyDistillModule.config_problems({**DATA_KEYS, "kl": "reverse", "generation": {"top_k": 20}}, cfg)
     assert "method.generation: unknown key top_k" in top_k
-    (topk,) = OnPolicyDistillModule.config_problems({"kl": "sampled", "topk": 5}, cfg)
-    assert "method.topk" in topk and OnPolicyDistillModule.config_problems({"kl": "jsd", "topk": 5}, cfg) == []
-    (temperature,) = OnPolicyDistillModule.config_problems({"kl": "sampled", "temperature": 2.0}, cfg)
+    (topk,) = OnPolicyDistillModule.config_problems({**DATA_KEYS, "kl": "sampled", "topk": 5}, cfg)
+    assert "method.topk" in topk
+    assert OnPolicyDistillModule.config_problems({**DATA_KEYS, "kl": "jsd", "topk": 5}, cfg) == []
+    (temperature,) = OnPolicyDistillModule.config_problems({**DATA_KEYS, "kl": "sampled", "temperature": 2.0}, cfg)
     assert "method.temperature=1" in temperature
 
 

@@ -8,8 +8,8 @@ import torch
 
 from ifdistill.data.collate import IclCollator
 from ifdistill.methods.distill.module import ICLDistillModule
-from ifdistill.methods.distill.settings import DistillSettings
-from ifdistill.methods.distill.teacher_pass_runner import cache_refusal, ensure_teacher_cache
+from ifdistill.methods.distill.settings import DistillSettings, cache_refusal
+from ifdistill.methods.distill.teacher_pass_runner import ensure_teacher_cache
 from ifdistill.train.method import TrainingInputs
 
 from tests.unit.train.conftest import LORA, TINY, perturb_lora
