@@ -56,6 +56,9 @@ from ifdistill.runs.rundir import RunInfo
 
 
 class CheckpointEvalCallback(Callback):
+    #: arguments a config cannot give (preflight refuses them by name and leaves them out of its "known:" list)
+    PYTHON_ONLY = {"command_builder": "a Python caller (tests, back-fill): a function building the evaluator's command"}
+
     def __init__(self, *, eval_cfg: Any, run: Optional[RunInfo] = None, evals: Optional[Mapping[str, Any]] = None,
                  model_cfg: Any = None,
                  every_n_steps: Optional[int] = D.every_n_steps, at_end: bool = D.at_end, at_start: bool = D.at_start,

@@ -147,12 +147,16 @@ def _own_target_keys(node: Mapping, name: str) -> list[str]:
         supplied = {k: where for k, where in SUPPLIED_TO_CALLBACKS.items() if k in params}
     else:
         supplied = {}
+    # arguments only a Python caller can give (a function): the target's PYTHON_ONLY, argument -> who gives it
+    python_only: Mapping[str, str] = getattr(target, "PYTHON_ONLY", {})
     keys = set(map(str, node.keys()))
     problems = [f"{name}.{key}: training supplies it from {supplied[key]}, not from the {name} section"
                 for key in sorted(keys & set(supplied))]
-    unknown = sorted(keys - set(params) - HYDRA_KEYS - read_elsewhere - set(supplied))
+    problems += [f"{name}.{key}: an argument for {python_only[key]}, not a config key"
+                 for key in sorted(keys & set(python_only))]
+    unknown = sorted(keys - set(params) - HYDRA_KEYS - read_elsewhere - set(supplied) - set(python_only))
     if unknown:
-        known = sorted(k for k in params if k != "self" and k not in supplied)
+        known = sorted(k for k in params if k != "self" and k not in supplied and k not in python_only)
         problems.append(f"{name}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} for "
                         f"{node['_target_']} (known: {', '.join(known) or 'none'})")
     return problems

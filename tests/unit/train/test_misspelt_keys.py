@@ -112,6 +112,18 @@ def test_a_misspelt_key_of_a_nested_target_is_refused_by_name():
     assert f"callbacks.checkpoint_eval.runner: unknown key {TYPO}" in message and "\n" not in message, message
 
 
+def test_an_argument_only_python_can_give_is_refused_by_name_and_not_offered():
+    """The checkpoint-eval callback's ``command_builder`` is a function (tests, back-fill): a YAML value would
+    reach the callback as a string. Refused by name; an unknown key's "known:" list leaves it out."""
+    cfg = compose("train", [*BASE, "callbacks=checkpoint_eval", "+callbacks.checkpoint_eval.command_builder=x"])
+    with pytest.raises(PreflightError) as err:
+        train_config(cfg, check_model=False)
+    assert "callbacks.checkpoint_eval.command_builder: an argument for a Python caller" in str(err.value)
+    assert "\n" not in str(err.value) and "unknown key" not in str(err.value)
+    message = _refusal("sft", "callbacks.checkpoint_eval")
+    assert f"unknown key {TYPO}" in message and "max_running" in message and "command_builder" not in message
+
+
 @pytest.mark.parametrize("overrides, says", [
     (["method=distill", "method.kl=bogus"], "method.kl: must be one of"),
     (["method=distill", "method.kd_ratio=2"], "method.kd_ratio: must be in [0, 1]"),
