@@ -4,10 +4,11 @@ The factories' signatures read these dataclasses, and Hydra composes each ``trai
 ``conf/trainer/*.yaml`` from one of them (``schema/zero2``, ``schema/zero3``, ``schema/fsdp2``), so the YAML
 states only wiring (``accelerator: ${..accelerator}``) and choices. The nodes are closed: the factories pass
 ``**kwargs`` on to Lightning, so preflight cannot check a key against their signatures, and Hydra refuses a
-misspelt one as it composes (``_target_`` and the wiring are fields for that reason). A factory argument
-that is not a field here (``exclude_frozen_parameters``, DeepSpeed's own keywords) joins a node with ``+``;
-as a field it would enter every shipped tree, and with it the config hash, which covers
-``trainer.strategy``. This module imports nothing heavy, so composing a config does not import torch.
+misspelt one as it composes (``_target_`` and the wiring are fields for that reason). DeepSpeed's own
+keywords join a node with ``+``. ``exclude_frozen_parameters`` is a field the node holds only when a command
+line adds it (:func:`ifdistill.config.only_when_set`): as a composed key it would enter every shipped tree,
+and with it the config hash, which covers ``trainer.strategy``. This module imports nothing heavy, so
+composing a config does not import torch.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-MISSING = "???"  # OmegaConf's mark of a value the YAML must give (the factory's _target_)
+from ifdistill.config import only_when_set, store_target_schema
 
-from ifdistill.config import store_target_schema
+MISSING = "???"  # OmegaConf's mark of a value the YAML must give (the factory's _target_)
 
 
 OFFLOAD_DEVICES = (None, "cpu", "nvme")
@@ -32,6 +33,8 @@ class Zero2Settings:
     stage: int = 2
     offload_optimizer: Optional[str] = None  # null | cpu | nvme
     zero: dict[str, Any] = field(default_factory=dict)  # extra zero_optimization entries, merged last
+    # checkpoints without the frozen parameters (LoRA: the adapter and optimizer state only)
+    exclude_frozen_parameters: bool = only_when_set(False)
 
     def __post_init__(self) -> None:
         if self.stage not in (1, 2, 3):
