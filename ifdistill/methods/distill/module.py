@@ -45,7 +45,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Optional
 
 import torch

@@ -29,7 +29,7 @@ import dataclasses
 import math
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
 import lightning.pytorch as pl
