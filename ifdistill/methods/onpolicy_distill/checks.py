@@ -46,9 +46,9 @@ from typing import Any
 
 from ifdistill.methods.onpolicy_distill.divergences import KINDS
 from ifdistill.methods.onpolicy_distill.sampling import SamplingSettings
+from ifdistill.methods.distill.settings import values_problem
 from ifdistill.methods.onpolicy_distill.settings import OnPolicyDistillSettings
 
-ENGINES = ("hf", "vllm")
 GENERATION_KEYS = tuple(f.name for f in dataclasses.fields(SamplingSettings))
 
 
@@ -78,14 +78,7 @@ def setting_problems(method: Mapping[str, Any]) -> list[str]:
     kl = method["kl"]
     if kl not in KINDS:
         problems.append(f"method.kl must be one of {KINDS}, got {kl!r}")
-    for key, ok, what in (("lmbda", lambda v: 0.0 <= float(v) <= 1.0, "in [0, 1]"),
-                          ("ema_decay", lambda v: 0.0 <= float(v) < 1.0, "in [0, 1)"),
-                          ("skip_tokens", lambda v: int(v) >= 0, ">= 0"),
-                          ("sync_every", lambda v: int(v) >= 1, ">= 1")):
-        if key in method and not ok(method[key]):
-            problems.append(f"method.{key} must be {what}, got {method[key]}")
-    if method["engine"] not in ENGINES:
-        problems.append(f"method.engine must be one of {ENGINES}, got {method['engine']!r}")
+    problems += values_problem(OnPolicyDistillSettings, method)  # the ranges: the dataclass's own
     if kl == "sampled":
         if float(method["temperature"]) != 1.0:
             problems.append(f"method.kl=sampled needs method.temperature=1 (the estimator is taken at the sampling "

@@ -31,17 +31,13 @@ from ifdistill.train.token_sums import ratio
 log = logging.getLogger(__name__)
 
 GEN_KEYS = ("gen_rows", "gen_tokens", "gen_eos")
-ACTIONS = ("warn", "stop")
 
 
 class SampleMonitor:
-    def __init__(self, tokenizer: Any, *, table_every: int = 50, table_rows: int = 4, min_eos_rate: float = 0.0,
-                 patience: int = 3, action: str = "warn"):
-        if action not in ACTIONS:
-            raise ValueError(f"method.on_eos_collapse must be one of {ACTIONS}, got {action!r}")
-        if table_every < 1 or table_rows < 0 or patience < 1 or not 0.0 <= min_eos_rate <= 1.0:
-            raise ValueError("method: sample_table_every >= 1, sample_table_rows >= 0, eos_patience >= 1 and "
-                             f"0 <= min_eos_rate <= 1; got {table_every}, {table_rows}, {patience}, {min_eos_rate}")
+    def __init__(self, tokenizer: Any, *, table_every: int, table_rows: int, min_eos_rate: float, patience: int,
+                 action: str):
+        # the values, their defaults and ranges: OnPolicyDistillSettings (settings.py), from which the module
+        # passes them
         self.tokenizer, self.table_every, self.table_rows = tokenizer, table_every, table_rows
         self.min_eos_rate, self.patience, self.action = min_eos_rate, patience, action
         self.low_intervals = 0

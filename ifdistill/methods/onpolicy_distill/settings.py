@@ -19,7 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ifdistill.config import only_when_set, store_target_schema
+from ifdistill.methods.distill.settings import divergence_value_problems
 from ifdistill.methods.sft.settings import SFTSettings
+
+ENGINES = ("hf", "vllm")
+ACTIONS = ("warn", "stop")  # on_eos_collapse
 
 
 @dataclass
@@ -51,5 +55,22 @@ class OnPolicyDistillSettings(SFTSettings):
     sync_every: int = 1
     # engine=vllm: the evaluator's runtime settings (ifdistill/evaluator/settings.py) + max_model_len
     vllm: Optional[dict[str, Any]] = None
+
+    def __post_init__(self) -> None:
+        problems = [f"method.{key}: must be {what}, got {getattr(self, key)!r}" for key, ok, what in (
+            ("lmbda", lambda v: 0.0 <= float(v) <= 1.0, "in [0, 1]"),
+            ("ema_decay", lambda v: 0.0 <= float(v) < 1.0, "in [0, 1)"),
+            ("skip_tokens", lambda v: int(v) >= 0, ">= 0"),
+            ("sync_every", lambda v: int(v) >= 1, ">= 1"),
+            ("sample_table_every", lambda v: int(v) >= 1, ">= 1"),
+            ("sample_table_rows", lambda v: int(v) >= 0, ">= 0"),
+            ("min_eos_rate", lambda v: 0.0 <= float(v) <= 1.0, "in [0, 1]"),
+            ("eos_patience", lambda v: int(v) >= 1, ">= 1"),
+            ("on_eos_collapse", lambda v: v in ACTIONS, f"one of {', '.join(ACTIONS)}"),
+            ("engine", lambda v: v in ENGINES, f"one of {', '.join(ENGINES)}"),
+        ) if not ok(getattr(self, key))]
+        problems = divergence_value_problems(self) + problems
+        if problems:
+            raise ValueError(problems[0])
 
 store_target_schema("method_onpolicy_distill", OnPolicyDistillSettings)

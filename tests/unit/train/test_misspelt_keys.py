@@ -128,6 +128,18 @@ def test_an_argument_only_python_can_give_is_refused_by_name_and_not_offered():
     (["method=distill", "method.kl=bogus"], "method.kl: must be one of"),
     (["method=distill", "method.kd_ratio=2"], "method.kd_ratio: must be in [0, 1]"),
     (["method=distill", "method.teacher=separate"], "method.teacher=separate needs method.teacher_model"),
+    (["method=distill", "method.temperature=0"], "method.temperature: must be > 0"),
+    (["method=distill", "method.kl=jsd", "method.beta=1.5"], "method.beta: must be in (0, 1)"),
+    (["method=distill", "method.topk=0"], "method.topk: must be null (the full vocabulary) or >= 1"),  # not "off"
+    (["method=distill", "method.cache_k=0"], "method.cache_k: must be >= 1"),
+    (["method=distill", "method.cache_claim_expiry_s=0"], "method.cache_claim_expiry_s: must be > 0"),
+    (["method=onpolicy_distill", "+method.topk=0"], "method.topk: must be null"),
+    (["method=onpolicy_distill", "method.temperature=-1"], "method.temperature: must be > 0"),
+    (["method=onpolicy_distill", "method.sample_table_rows=-1"], "method.sample_table_rows: must be >= 0"),
+    (["method=onpolicy_distill", "method.min_eos_rate=2"], "method.min_eos_rate: must be in [0, 1]"),
+    (["method=onpolicy_distill", "method.eos_patience=0"], "method.eos_patience: must be >= 1"),
+    (["method=onpolicy_distill", "method.on_eos_collapse=panic"], "method.on_eos_collapse: must be one of warn, stop"),
+    (["method=onpolicy_distill", "method.lmbda=1.5"], "method.lmbda: must be in [0, 1]"),
     (["callbacks=checkpoint_eval", "callbacks.checkpoint_eval.policy=bogus"],
      "callbacks.checkpoint_eval.policy: must be"),
     (["callbacks=checkpoint_eval", "callbacks.checkpoint_eval.engine=bogus"],
@@ -157,6 +169,11 @@ def test_a_value_the_settings_refuse_is_refused_before_anything_is_built(overrid
     ["callbacks=checkpoint_eval", "callbacks.checkpoint_eval.max_pending=0", "callbacks.checkpoint_eval.retries=0"],
     ["callbacks=checkpoint_eval_slurm", "callbacks.checkpoint_eval.runner.gpus=0"],
     ["trainer=deepspeed_stage_3_offload"],
+    ["method=distill", "method.kd_ratio=0", "method.topk=1", "method.cache_k=1"],
+    ["method=distill", "method.kd_ratio=1", "method.kl=jsd", "method.beta=0.01"],
+    ["method=onpolicy_distill", "method.lmbda=0", "method.min_eos_rate=1", "method.sample_table_rows=0",
+     "method.ema_decay=0", "method.eos_patience=1"],
+    ["method=onpolicy_distill", "method.lmbda=1", "+method.topk=1"],
 ])
 def test_the_edges_of_each_range_are_accepted(overrides):
     """The values at the edge of what the settings allow pass preflight: a check must not refuse a setting
