@@ -40,6 +40,7 @@ from typing import Any, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
+from ifdistill.callbacks.checkpoint_eval_settings import DEFAULTS as D  # what a run's config.yaml may lack
 from ifdistill.callbacks.eval_jobs import EvalQueue
 from ifdistill.callbacks.evaluations import CheckpointEvaluations
 from ifdistill.runs.rundir import RunDir
@@ -105,18 +106,18 @@ def backfill(run_dir: str | os.PathLike, *, steps: Optional[Sequence[int]] = Non
     settings = OmegaConf.to_container(section, resolve=True)
     options = runner_options or {}
     if runner == "run":  # where the run's own evaluations ran
-        runner = checkpoint_eval_runner(settings.get("runner"), settings.get("engine", "process"),
+        runner = checkpoint_eval_runner(settings.get("runner"), settings.get("engine", D.engine),
                                         settings.get("persistent"), **options)
     queue = EvalQueue(max_running=1, max_pending=1 << 30, policy="wait",
                       timeout_s=float(timeout_s if timeout_s is not None else "inf"),
-                      retries=int(retries if retries is not None else settings.get("retries", 1)),
+                      retries=int(retries if retries is not None else settings.get("retries", D.retries)),
                       runner=make_runner(runner, **options))
     extra = {str(k): v for k, v in (settings.get("evals") or {}).items()}  # the eval sections, like the callback's
     extra.update(added_sections(cfg, add or {}))
     evaluations = CheckpointEvaluations(
         run, {None: OmegaConf.to_container(cfg.eval, resolve=True), **extra}, queue=queue, source="backfill",
         model_cfg=OmegaConf.to_container(cfg.model, resolve=True),
-        evaluate_kind=str(settings.get("evaluate_kind", "auto")),
+        evaluate_kind=str(settings.get("evaluate_kind", D.evaluate_kind)),
         devices=devices if devices is not None else settings.get("devices"))
     exports = run.finished_exports()
     todo = sorted(steps) if steps else sorted(s for s in exports if not evaluations.is_done(s))

@@ -34,6 +34,7 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
+from ifdistill.config import ModelSchema
 from ifdistill.data.collate import PACKED_SDPA, packed_model_inputs
 from ifdistill.models import resolve_model_path
 from ifdistill.train.packed_attention import passes_boundaries, resolve_attn_implementation
@@ -103,16 +104,13 @@ def apply_lora(model: nn.Module, peft_cfg: Mapping[str, Any]) -> nn.Module:
     """Wrap ``model`` with a LoRA adapter; base weights frozen, adapter weights in float32 (the master copy)."""
     from peft import LoraConfig, get_peft_model
 
-    cfg = LoraConfig(
-        r=int(peft_cfg.get("r", 16)),
-        lora_alpha=int(peft_cfg.get("alpha", 32)),
-        lora_dropout=float(peft_cfg.get("dropout", 0.0)),
-        target_modules=list(peft_cfg.get("target_modules") or ["q_proj", "k_proj", "v_proj", "o_proj",
-                                                                 "gate_proj", "up_proj", "down_proj"]),
-        bias=str(peft_cfg.get("bias", "none")),
-        task_type="CAUSAL_LM",
-        use_rslora=bool(peft_cfg.get("use_rslora", False)),
-    )
+    from ifdistill.train.schemas import PeftSchema
+
+    p = PeftSchema(**{"method": "lora", **peft_cfg})  # a key the mapping lacks: the schema's default
+    cfg = LoraConfig(r=int(p.r), lora_alpha=int(p.alpha), lora_dropout=float(p.dropout),
+                     target_modules=list(p.target_modules or ["q_proj", "k_proj", "v_proj", "o_proj",
+                                                              "gate_proj", "up_proj", "down_proj"]),
+                     bias=str(p.bias), task_type="CAUSAL_LM", use_rslora=bool(p.use_rslora))
     model = get_peft_model(model, cfg, autocast_adapter_dtype=True)
     model.train()
     return model
@@ -132,7 +130,7 @@ def build_model(model_cfg: Mapping[str, Any], peft_cfg: Optional[Mapping[str, An
     if method not in ("none", "lora"):
         raise ValueError(f"peft.method must be 'none' or 'lora', got {method!r}")
     quantize = peft_cfg.get("quantize") if method == "lora" else None
-    dtype = dtype or model_cfg.get("dtype", "float32")
+    dtype = dtype or model_cfg.get("dtype", ModelSchema.dtype)
     if method == "none" and trainable:
         dtype = "float32"
     model = load_causal_lm(model_cfg["name_or_path"], dtype=dtype, revision=model_cfg.get("revision"),
