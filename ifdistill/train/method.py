@@ -6,8 +6,10 @@ name no method: they find the class from ``_target_`` (:func:`method_class`; bef
 only its light ``hooks`` module: :func:`method_hooks`) and ask it, through the class-level hooks of
 :class:`MethodHooks`, what only the method knows:
 
+- :attr:`~MethodHooks.settings_class`: the dataclass the ``method`` section becomes, the home of the
+  method's defaults and value ranges (:mod:`ifdistill.methods.sft.settings`);
 - :meth:`~MethodHooks.data_keys`: keys of the ``method`` section read by the data layer, not by the
-  constructor (ICL distillation's ``k`` and ``demos``);
+  settings class (ICL distillation's ``k`` and ``demos``);
 - :meth:`~MethodHooks.teacher_views`: the teacher views the data layer attaches to each example
   (``None``: plain SFT items; a mapping: the arguments of :class:`ifdistill.data.icl.IclSettings`);
 - :meth:`~MethodHooks.prepare_items` and :meth:`~MethodHooks.train_collator`: what the datamodule
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
     from ifdistill.train.schemas import TrainConfig
 
 FROM = "supplied_from"  # TrainingInputs field metadata: where training takes the value
+
 
 @dataclass(frozen=True)
 class TrainingInputs:
