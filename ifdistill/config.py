@@ -9,6 +9,7 @@ uses are registered here too (:func:`register_resolvers`), the sweep job names a
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
@@ -101,8 +102,6 @@ def store_target_schema(name: str, schema: type, *, targets: tuple[str, ...] = (
     :func:`settings_problems` checks with ``schema`` (its ``__post_init__`` holds the range checks)."""
     from hydra.core.config_store import ConfigStore
 
-    import dataclasses
-
     TARGET_SETTINGS.update(dict.fromkeys(targets, schema))
     node = OmegaConf.structured(schema)
     OmegaConf.set_struct(node, False)
@@ -113,13 +112,12 @@ def store_target_schema(name: str, schema: type, *, targets: tuple[str, ...] = (
     ConfigStore.instance().store(group="schema", name=name, node=node)
 
 
-def settings_problems(node: Mapping[str, Any], where: str) -> list[str]:
+def settings_problems(node: Mapping[str, Any], where: str, schema: Optional[type] = None) -> list[str]:
     """A ``_target_`` node's values that its settings dataclass refuses (a range, a choice), as one line
     ``<where>.<message>``; the dataclass's own ``__post_init__`` says what is wrong, starting with the key.
-    Empty for a node whose target has no registered settings (:data:`TARGET_SETTINGS`)."""
-    import dataclasses
-
-    schema = TARGET_SETTINGS.get(str(node.get("_target_")))
+    ``schema``: the dataclass (a method's settings class); by default the one registered for the node's
+    target (:data:`TARGET_SETTINGS`), and none for a target without one."""
+    schema = schema or TARGET_SETTINGS.get(str(node.get("_target_")))
     if schema is None:
         return []
     names = {f.name for f in dataclasses.fields(schema) if f.init and not f.name.startswith("_")}

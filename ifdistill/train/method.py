@@ -68,7 +68,8 @@ class TrainingInputs:
     seed: int = field(default=42, metadata={FROM: "seed"})
     val_names: Sequence[str] = field(default=("heldout",), metadata={FROM: "the data's held-out sets"})
     # None: the model section's; training forces float32 on CPU
-    dtype: Optional[str] = field(default=None, metadata={FROM: "the accelerator (float32 on CPU, the model's on a GPU)"})
+    dtype: Optional[str] = field(default=None,
+                                 metadata={FROM: "the accelerator (float32 on CPU, the model's on a GPU)"})
     gradient_checkpointing: bool = field(default=False, metadata={FROM: "gradient_checkpointing"})
     # None: the model section's (ifdistill.train.packed_attention); tests and benchmarks pick one
     attn_implementation: Optional[str] = field(default=None, metadata={FROM: "model.attn_implementation"})

@@ -147,11 +147,17 @@ def _own_target_keys(node: Mapping, name: str) -> list[str]:
         supplied = {k: where for k, where in SUPPLIED_TO_CALLBACKS.items() if k in params}
     else:
         supplied = {}
+    if method:  # its values, as the settings class's __post_init__ checks them
+        from ifdistill.config import settings_problems
+
+        problems = settings_problems(node, name, target.settings_class)
+    else:
+        problems = []
     # arguments only a Python caller can give (a function): the target's PYTHON_ONLY, argument -> who gives it
     python_only: Mapping[str, str] = getattr(target, "PYTHON_ONLY", {})
     keys = set(map(str, node.keys()))
-    problems = [f"{name}.{key}: training supplies it from {supplied[key]}, not from the {name} section"
-                for key in sorted(keys & set(supplied))]
+    problems += [f"{name}.{key}: training supplies it from {supplied[key]}, not from the {name} section"
+                 for key in sorted(keys & set(supplied))]
     problems += [f"{name}.{key}: an argument for {python_only[key]}, not a config key"
                  for key in sorted(keys & set(python_only))]
     unknown = sorted(keys - set(params) - HYDRA_KEYS - read_elsewhere - set(supplied) - set(python_only))

@@ -33,8 +33,8 @@ def ddp(accelerator: str = "auto", find_unused_parameters: bool = False, **kwarg
 def deepspeed_strategy(stage: int = ZERO.stage, accelerator: str = ZERO.accelerator, *,
                        offload_optimizer: Optional[str] = ZERO.offload_optimizer,
                        offload_parameters: Optional[str] = ZERO3.offload_parameters,
-                       zero: Optional[Mapping[str, Any]] = None, exclude_frozen_parameters: bool = ZERO.exclude_frozen_parameters,
-                       **kwargs: Any):
+                       zero: Optional[Mapping[str, Any]] = None,
+                       exclude_frozen_parameters: bool = ZERO.exclude_frozen_parameters, **kwargs: Any):
     """ZeRO stage 2 or 3. ``offload_optimizer`` / ``offload_parameters``: ``null``, ``cpu`` or ``nvme``
     (the settings and their defaults: :mod:`ifdistill.train.strategy_settings`).
 

@@ -47,7 +47,7 @@ class DistillSettings(SFTSettings):
 
     def __post_init__(self) -> None:
         problems = divergence_value_problems(self) + [
-            f"method.{key}: must be {what}, got {getattr(self, key)}"
+            f"{key}: must be {what}, got {getattr(self, key)}"
             for key, ok, what in (("cache_k", lambda v: int(v) >= 1, ">= 1"),
                                   ("cache_batch_size", lambda v: int(v) >= 1, ">= 1"),
                                   ("cache_views_per_shard", lambda v: int(v) >= 1, ">= 1"),
@@ -59,32 +59,18 @@ class DistillSettings(SFTSettings):
 
 def divergence_value_problems(s: Any) -> list[str]:
     """Out-of-range values of the settings every distillation method's objective reads (``kd_ratio``, ``beta``,
-    ``temperature``, ``topk``), one line each naming its key: the settings classes' ``__post_init__`` raises
-    the first. ``topk=0`` is refused, not read as "off" (``null`` is the full vocabulary)."""
+    ``temperature``, ``topk``), one line each starting with its key: the settings classes' ``__post_init__``
+    raises the first. ``topk=0`` is refused, not read as "off" (``null`` is the full vocabulary)."""
     problems = []
     if not 0.0 <= float(s.kd_ratio) <= 1.0:
-        problems.append(f"method.kd_ratio: must be in [0, 1], got {s.kd_ratio}")
+        problems.append(f"kd_ratio: must be in [0, 1], got {s.kd_ratio}")
     if not 0.0 < float(s.beta) < 1.0:
-        problems.append(f"method.beta: must be in (0, 1) (jsd's weight of the teacher), got {s.beta}")
+        problems.append(f"beta: must be in (0, 1) (jsd's weight of the teacher), got {s.beta}")
     if not float(s.temperature) > 0.0:
-        problems.append(f"method.temperature: must be > 0, got {s.temperature}")
+        problems.append(f"temperature: must be > 0, got {s.temperature}")
     if s.topk is not None and int(s.topk) < 1:
-        problems.append(f"method.topk: must be null (the full vocabulary) or >= 1, got {s.topk}")
+        problems.append(f"topk: must be null (the full vocabulary) or >= 1, got {s.topk}")
     return problems
-
-
-def values_problem(cls: type, method: Mapping[str, Any]) -> list[str]:
-    """The first value of ``method`` (its keys that are fields of the settings class ``cls``) that the class's
-    ``__post_init__`` refuses, as a one-item list; for preflight, which reads the section before any object
-    is built."""
-    import dataclasses
-
-    names = {f.name for f in dataclasses.fields(cls)}
-    try:
-        cls(**{k: v for k, v in method.items() if k in names})
-    except (TypeError, ValueError) as err:
-        return [str(err)]
-    return []
 
 
 TEACHERS = ("frozen_initial", "separate", "self_stopgrad")
@@ -93,17 +79,18 @@ TEACHER_SOURCES = ("online", "cache")
 
 def setting_problems(method: Mapping[str, Any], *, divergences: Sequence[str],
                      teachers: Sequence[str] = TEACHERS) -> list[str]:
-    """The values of a ``method`` section (a key it lacks has its default here) the module cannot train with,
+    """The choices of a ``method`` section (a key it lacks has its default here) the module cannot train with,
     one line each naming its key: what preflight reports (``DistillHooks.config_problems``) and the module's
-    constructor raises, from one place (the ranges are the dataclass's own, :func:`values_problem`). ``divergences``/``teachers``: the kinds the module class accepts (a
-    subclass may add some)."""
+    constructor raises, from one place. ``divergences``/``teachers``: the kinds the module class accepts (a
+    subclass may add some). The ranges are the dataclass's own ``__post_init__``, which preflight runs on the
+    section (:func:`ifdistill.config.settings_problems`) and which checked the module's settings as they
+    were made."""
     m = {**vars(DistillSettings()), **method}
     problems = []
     if m["kl"] not in divergences:
         problems.append(f"method.kl: must be one of {', '.join(divergences)}, got {m['kl']!r}")
     if m["teacher"] not in teachers:
         problems.append(f"method.teacher: must be one of {', '.join(teachers)}, got {m['teacher']!r}")
-    problems += values_problem(DistillSettings, m)
     if m["teacher"] == "separate" and not m["teacher_model"]:
         problems.append("method.teacher=separate needs method.teacher_model (name_or_path, dtype, ...)")
     if m["teacher_source"] not in TEACHER_SOURCES:

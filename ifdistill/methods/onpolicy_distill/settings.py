@@ -57,7 +57,7 @@ class OnPolicyDistillSettings(SFTSettings):
     vllm: Optional[dict[str, Any]] = None
 
     def __post_init__(self) -> None:
-        problems = [f"method.{key}: must be {what}, got {getattr(self, key)!r}" for key, ok, what in (
+        problems = [f"{key}: must be {what}, got {getattr(self, key)!r}" for key, ok, what in (
             ("lmbda", lambda v: 0.0 <= float(v) <= 1.0, "in [0, 1]"),
             ("ema_decay", lambda v: 0.0 <= float(v) < 1.0, "in [0, 1)"),
             ("skip_tokens", lambda v: int(v) >= 0, ">= 0"),
