@@ -1,2 +1,2 @@
-"""W&B: offline run files read back without a server (:mod:`.wandb_offline`), and ``ifdistill-wandb-view``,
-the saved workspace view of a sweep (:mod:`.wandb_view`)."""
+"""W&B: ``ifdistill-wandb-view``, the saved workspace view of a sweep (:mod:`.wandb_view`). A run's offline
+W&B files are read back by :mod:`ifdistill.runs.wandb_offline`, below the callbacks that need it."""

@@ -100,7 +100,7 @@ def _log_to_wandb(results: dict, out: Path, wandb_dir: Path, monkeypatch) -> dic
     import wandb
     from lightning.pytorch.loggers import WandbLogger
 
-    from ifdistill.tracking.wandb_offline import find_run_dirs, read_run
+    from ifdistill.runs.wandb_offline import find_run_dirs, read_run
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
@@ -133,7 +133,7 @@ def _status_table(results: dict, out: Path, root: Path, capsys) -> str:
 @pytest.mark.parametrize("name", [*registry.names(), TEST_BENCHMARK])
 def test_every_benchmark_through_every_consumer(name, tmp_path, monkeypatch, capsys):
     from ifdistill.results.page import Column, PageOptions, build_page
-    from ifdistill.tracking.wandb_offline import load_table
+    from ifdistill.runs.wandb_offline import load_table
     from ifdistill.tracking.wandb_view import instruction_ids
 
     bench = registry.get(name)

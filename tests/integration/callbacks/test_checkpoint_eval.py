@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from ifdistill.tracking.wandb_offline import find_run_dirs, read_run
+from ifdistill.runs.wandb_offline import find_run_dirs, read_run
 
 pytestmark = [pytest.mark.slow]
 

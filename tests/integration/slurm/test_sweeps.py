@@ -31,7 +31,7 @@ import pytest
 import torch
 
 from ifdistill.train.checkpointing import consolidated_state_dict, find_resume_checkpoint
-from ifdistill.tracking.wandb_offline import find_run_dirs, read_run
+from ifdistill.runs.wandb_offline import find_run_dirs, read_run
 
 pytestmark = [pytest.mark.slow]
 

@@ -31,7 +31,7 @@ import torch
 
 from ifdistill.results.status import run_status
 from ifdistill.train.checkpointing import consolidated_state_dict
-from ifdistill.tracking.wandb_offline import find_run_dirs, read_run
+from ifdistill.runs.wandb_offline import find_run_dirs, read_run
 
 pytestmark = pytest.mark.slow
 

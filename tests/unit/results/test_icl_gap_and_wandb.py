@@ -51,7 +51,7 @@ def test_wandb_upload_offline_has_tables_and_images(tmp_path, monkeypatch):
     import wandb
 
     from ifdistill.results import page_render
-    from ifdistill.tracking.wandb_offline import find_run_dirs, load_table, read_run
+    from ifdistill.runs.wandb_offline import find_run_dirs, load_table, read_run
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
