@@ -244,6 +244,20 @@ def sweep_name(overrides: Any, params: Any = None) -> str:
     return name
 
 
+def sweep_group(task_name: str) -> Optional[str]:
+    """``run.group``'s value unless a preset sets one: in a Hydra multirun, the one W&B group of the sweep's
+    jobs, ``<experiment or task>-<sweep directory's name>`` (``demo-2025-06-01_12-00-00_4711-ab12``); None
+    in a single run or outside Hydra."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return None
+    hydra = HydraConfig.get()
+    name = hydra.runtime.choices.get("experiment") or task_name
+    return f"{_UNSAFE.sub('-', str(name))}-{_basename(hydra.sweep.dir)}"
+
+
 def slurm_gpus(accelerator: str, devices: Any) -> Any:
     """Resolver for the slurm launcher's ``gpus_per_node``: the trainer's devices unless it runs on CPU."""
     return None if str(accelerator) == "cpu" else devices
@@ -255,8 +269,10 @@ def register_resolvers() -> None:
         # The shared data folder as ifdistill.paths finds it ($IFDISTILL_SHARED_DATA, then beside the
         # checkout), so configs work from any working directory.
         "ifdistill.shared_data": _shared_data_resolver,
-        # A sweep job's name from the values swept (ifdistill/runs/sweeps.py), and the slurm launcher's GPUs.
+        # A sweep job's name from the values swept (ifdistill/runs/sweeps.py), its W&B group, and the slurm
+        # launcher's GPUs.
         "ifdistill.sweep_name": sweep_name,
+        "ifdistill.sweep_group": sweep_group,
         "ifdistill.slurm_gpus": slurm_gpus,
         "ifdistill.basename": _basename,
         "ifdistill.config_groups": _config_groups,

@@ -11,6 +11,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf, open_dict
 
+import ifdistill.conf  # noqa: F401  (registers the schemas the configs extend: the module passes alone)
 import ifdistill.config  # noqa: F401  (registers the resolvers the configs use)
 from ifdistill.config import sweep_name
 from ifdistill.runs.sweeps import check_launch
@@ -72,3 +73,14 @@ def test_multirun_refuses_lightning_launched_ranks_on_the_local_launcher(devices
             check_launch(cfg.trainer)
     else:
         check_launch(cfg.trainer)
+
+
+def test_a_plain_multirun_has_one_wandb_group_named_after_the_sweep_and_a_single_run_none():
+    """README and docs/sweeps.md: a sweep's jobs share one W&B group; without a preset that names it, the
+    group is ``<experiment or task>-<sweep directory's name>`` (the presets name theirs so too)."""
+    sweep = ["hydra.mode=MULTIRUN", "hydra.sweep.dir=/x/multiruns/2025-01-02_03-04-05_42-ab12"]
+    groups = {_compose(["experiment=demo", f"seed={seed}", *sweep]).run.group for seed in (1, 2, 3)}
+    assert groups == {"demo-2025-01-02_03-04-05_42-ab12"}
+    assert _compose(sweep).run.group == "train-2025-01-02_03-04-05_42-ab12"  # no experiment: the task's name
+    assert _compose(["experiment=demo", "hydra.mode=RUN"]).run.group is None
+    assert _compose(["experiment=demo", "run.group=mine", *sweep]).run.group == "mine"
