@@ -33,8 +33,20 @@ naming the run directory, its id, config hash and base model); nothing is read b
 LightningModule.
 
 A run stopped early (a requeue signal, a crash: ``on_exception``) kills its running evaluations and
-records them as missing; when the run resumes, exports of earlier launches that have no result yet are
-queued again first (``on_train_start``), so a preempted sweep still ends with every checkpoint scored.
+records them as missing. Every launch reconciles before it trains, and before it returns when nothing is
+left to train (Lightning's fit loop returns at once when the restored step is ``max_steps``, without
+``on_train_start`` or ``on_train_end``: ``on_fit_end`` does their work then):
+
+- W&B (``on_fit_start``): each evaluation in ``metrics.json`` that the run's W&B folders lack -- a
+  process killed after a result landed takes W&B's unwritten block with it -- is logged at its step
+  into the resumed W&B run (:meth:`~ifdistill.callbacks.evaluations.CheckpointEvaluations.log_unlogged`);
+- the restored step, when the settings evaluate it and it has no export (a launch killed between its
+  checkpoint and its export), is exported from the restored weights, which are that step's;
+- every export of an earlier launch without a result is queued first; at the end, what is still
+  missing is recorded with its reason (``ifdistill-status`` lists it as an open failure).
+
+:meth:`CheckpointEvalCallback.work_left` says what a launch at a given step would still do; training
+asks it before a finished run is relaunched, and a run with nothing left is not launched again.
 """
 
 from __future__ import annotations
@@ -89,6 +101,7 @@ class CheckpointEvalCallback(Callback):
             devices=devices, log_samples=log_samples, command_builder=command_builder)
         self.export_seconds: list[float] = []
         self._last_submitted = -1
+        self._train_started = False  # on_train_start ran in this launch (the fit loop did not return at once)
 
     @property
     def missing(self) -> list[int]:
@@ -101,18 +114,39 @@ class CheckpointEvalCallback(Callback):
                       "method": self.run.method}
             run_metrics.update(self.run.dir.root, lambda d: d.update({k: v for k, v in header.items() if v}))
 
+    def work_left(self, step: int, max_steps: int, loggers: list) -> list[str]:
+        """What a launch resuming at ``step`` (``max_steps``: the run's end) would still do, one line each:
+        a due step to export, exports to evaluate, evaluations to log to W&B (``loggers``: the launch's);
+        empty when nothing is missing."""
+        left = [f"step {s}: exported, not evaluated" for s in self.evaluations.unevaluated_exports()]
+        if self._due(step, max_steps) and step not in self.run.dir.finished_exports():
+            left.append(f"step {step}: checkpointed, not exported")
+        from ifdistill.runs.wandb_offline import WandbFilesBusy
+
+        try:
+            left += [f"step {s}{f' ({name})' if name else ''}: in metrics.json, not in W&B"
+                     for name, s in self.evaluations.unlogged(loggers)]
+        except WandbFilesBusy as err:  # a live writer: the launch says so and leaves the rows
+            left.append(str(err))
+        return left
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        """Log to W&B what ``metrics.json`` holds and the run's W&B folders lack (module docstring)."""
+        if trainer.is_global_zero:
+            self.evaluations.log_unlogged(trainer.loggers)
+
     def on_train_start(self, trainer, pl_module) -> None:
-        """``at_start``: export and evaluate step 0 before training. A resumed run: evaluate the finished
-        exports of earlier launches that have no result yet."""
+        """``at_start``: export and evaluate step 0 before training. A resumed run: reconcile first."""
+        self._train_started = True
         if self.at_start and trainer.global_step == 0 and not self.evaluations.is_done(0):
             self._checkpoint(trainer, pl_module, 0)
-        if not trainer.is_global_zero:
-            return
-        for step, export in self.evaluations.unevaluated_exports(up_to_step=trainer.global_step).items():
-            if step == self._last_submitted:  # step 0, just exported and queued by at_start
-                continue
-            print(f"[checkpoint-eval] step {step}: exported by an earlier launch, not evaluated yet; queued")
-            self._land(trainer, self.evaluations.submit(step, export))
+        self._reconcile(trainer, pl_module)
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        """The fit loop returned at once (the restored step is ``max_steps``): reconcile and end here."""
+        if not self._train_started:
+            self._reconcile(trainer, pl_module)
+            self._finish(trainer)
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         """Training stops early: stop the evaluations (their processes would outlive the trainer) and
@@ -122,8 +156,7 @@ class CheckpointEvalCallback(Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
-        due = self.every_n_steps and step > 0 and step % self.every_n_steps == 0
-        if due and not self.evaluations.is_done(step) and self._last_submitted != step:
+        if self._due(step, trainer.max_steps) and not self.evaluations.is_done(step) and self._last_submitted != step:
             self._checkpoint(trainer, pl_module, step)
         if trainer.is_global_zero:
             self._land(trainer, self.evaluations.queue.poll())
@@ -140,6 +173,36 @@ class CheckpointEvalCallback(Callback):
         step = trainer.global_step
         if self.at_end and step > 0 and not self.evaluations.is_done(step) and self._last_submitted != step:
             self._checkpoint(trainer, pl_module, step)
+        self._finish(trainer)
+
+    # -- internals ------------------------------------------------------------------------------
+    def _due(self, step: int, max_steps: int) -> bool:
+        """Whether the settings evaluate ``step`` (``max_steps``: where training ends)."""
+        every = bool(self.every_n_steps) and step % self.every_n_steps == 0
+        return step > 0 and (every or (self.at_end and step == max_steps))
+
+    def _reconcile(self, trainer, pl_module) -> None:
+        """Export the restored step when it is due and has no export (every rank: exporting is collective;
+        rank 0's answer counts), then queue the exports of earlier launches that have no result."""
+        step = trainer.global_step
+        export = self._due(step, trainer.max_steps) and not self.evaluations.is_done(step) \
+            and step not in self.run.dir.finished_exports() and self._last_submitted != step
+        if trainer.strategy.broadcast(export, src=0):
+            print(f"[checkpoint-eval] step {step}: checkpointed by an earlier launch, not exported; exporting it",
+                  flush=True)
+            self._checkpoint(trainer, pl_module, step)
+        if not trainer.is_global_zero:
+            return
+        self.evaluations.remove_partials()
+        for done, export_dir in self.evaluations.unevaluated_exports(up_to_step=step).items():
+            if done == self._last_submitted:  # just exported and queued here
+                continue
+            print(f"[checkpoint-eval] step {done}: exported by an earlier launch, not evaluated yet; queued",
+                  flush=True)
+            self._land(trainer, self.evaluations.submit(done, export_dir))
+
+    def _finish(self, trainer) -> None:
+        """Wait up to ``final_wait_s`` for the queued evaluations, then record what is still missing."""
         if not trainer.is_global_zero:
             return
         self._land(trainer, self.evaluations.queue.drain(self.final_wait_s))
@@ -148,11 +211,10 @@ class CheckpointEvalCallback(Callback):
         missing = sorted({j.step for j in left} | set(self.evaluations.missing))
         self.evaluations.missing = missing
         if missing:
-            print(f"[checkpoint-eval] evaluations still missing for steps {missing}; "
-                  f"run `ifdistill-eval backfill run_dir={self.run.dir.root}` to complete them")
+            print(f"[checkpoint-eval] evaluations still missing for steps {missing}; re-run the same command "
+                  f"or `ifdistill-eval backfill run_dir={self.run.dir.root}` to complete them")
             self.evaluations.record_missing(missing, "missing at end of training")
 
-    # -- internals ------------------------------------------------------------------------------
     def _checkpoint(self, trainer, pl_module, step: int) -> None:
         t0 = time.perf_counter()
         export = export_checkpoint(

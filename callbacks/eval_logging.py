@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from ifdistill.evaluator.benchmark import benchmark_of, namespace, of_results, short_name
 from ifdistill.evaluator.output import SAMPLES_FILE, iter_sample_rows
+from ifdistill.runs.wandb_offline import STEP_SUFFIX
 
 __all__ = ["LoggingError", "benchmark_of", "evaluation_line", "flat_metrics", "log_evaluation", "one_type_per_column",
            "sample_table", "step_key"]
@@ -28,7 +29,7 @@ __all__ = ["LoggingError", "benchmark_of", "evaluation_line", "flat_metrics", "l
 
 def step_key(ns: str) -> str:
     """The W&B step key of a namespace (:func:`~ifdistill.evaluator.benchmark.namespace`)."""
-    return f"{ns}/step"
+    return f"{ns}{STEP_SUFFIX}"
 
 
 def evaluation_line(step: int, results: dict, label: str = "checkpoint-eval") -> str:
@@ -83,7 +84,7 @@ class LoggingError(RuntimeError):
     """Some part of an evaluation did not reach a logger (one line, naming it); every other part did."""
 
 
-_DEFINED: set[tuple[str, str]] = set()  # (W&B run id, namespace) whose metrics are declared
+_DEFINED: set[tuple[str, str, str]] = set()  # (W&B run id, its folder, namespace) whose metrics are declared
 
 
 def log_evaluation(loggers: Iterable[Any], step: int, results: dict, out_dir: Path, n_samples: int = 64,
@@ -126,11 +127,12 @@ def _log_wandb(run: Any, step: int, metrics: dict, ns: str,
     import wandb
 
     key = step_key(ns)
-    if (run.id, ns) not in _DEFINED:
+    declared = (run.id, str(getattr(run, "dir", "")), ns)  # a resumed run's next launch writes a folder of its own
+    if declared not in _DEFINED:
         run.define_metric(key)
         run.define_metric(f"{ns}/*", step_metric=key)
         run.define_metric(f"{ns}_type/*", step_metric=key)
-        _DEFINED.add((run.id, ns))
+        _DEFINED.add(declared)
     payload: dict[str, Any] = {**metrics, key: step}
     table_error: Optional[Exception] = None
     try:

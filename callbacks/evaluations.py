@@ -14,6 +14,12 @@ group, a SLURM job); and every outcome is recorded:
 - a failure (retried or given up), a skip under back-pressure, a job abandoned when training stops:
   ``metrics.json``'s ``failures`` with the reason, exit code and log tail.
 
+Results reach ``metrics.json`` first, then the loggers; W&B writes its offline file in 32 KiB blocks, so
+a process killed after a result landed leaves ``metrics.json`` holding rows its W&B folder lacks.
+:meth:`CheckpointEvaluations.log_unlogged` compares the two -- ``metrics.json`` against what the run's
+W&B folders of earlier launches hold (:func:`~ifdistill.runs.wandb_offline.logged_steps`) -- and
+logs each missing row at its step into the resumed W&B run, so every evaluation is in W&B exactly once.
+
 Several benchmarks per checkpoint: ``evals`` maps a name to an eval section; the run's ``eval``
 section has the name ``None`` and writes ``evals/step_X`` and ``metrics.json``'s ``checkpoints``; an
 extra one named ``ifbench`` writes ``evals/ifbench/step_X`` and ``metrics.json``'s ``evals/ifbench``.
@@ -30,10 +36,13 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 
 from ifdistill.callbacks.eval_jobs import EvalEvent, EvalJob, EvalQueue
 from ifdistill.callbacks.eval_logging import LoggingError, evaluation_line, log_evaluation
-from ifdistill.evaluator.benchmark import namespaces
+from ifdistill.evaluator.benchmark import namespace, namespaces
 from ifdistill.evaluator.output import read_results_json
+from ifdistill.evaluator.results import remove_partials
 from ifdistill.results import run_metrics
 from ifdistill.runs.rundir import RunDir
+from ifdistill.runs.wandb_offline import WandbFilesBusy, logged_steps
+from ifdistill.train.loggers import is_wandb
 
 CommandBuilder = Callable[..., tuple[list[str], dict[str, str]]]
 
@@ -108,16 +117,71 @@ class CheckpointEvaluations:
         results = read_results_json(job.out_dir)
         run_metrics.record_checkpoint(self.run.root, step, results, os.path.relpath(job.out_dir, self.run.root),
                                       self.source, benchmark=name)
+        remove_partials(job.out_dir)  # what earlier attempts killed while publishing left beside it
         self.done[name].add(step)
         if self.is_done(step):
             self.missing = [s for s in self.missing if s != step]
         print(evaluation_line(step, results, self.label + _named(name, ",")), flush=True)
+        self._log(loggers, step, name, results, job.out_dir, job.attempt)
+
+    def _log(self, loggers: list[Any], step: int, name: Optional[str], results: dict, out_dir: Path,
+             attempt: int) -> None:
         try:  # the result is safe in metrics.json; a logger failing must not stop the driver
-            log_evaluation(loggers, step, results, job.out_dir, self.log_samples, section=name)
+            log_evaluation(loggers, step, results, out_dir, self.log_samples, section=name)
         except Exception as err:  # noqa: BLE001
             reason = str(err) if isinstance(err, LoggingError) else " ".join(repr(err).split())
             print(f"[{self.label}] step {step}{_named(name)}: logging the evaluation failed: {reason}", flush=True)
-            self.record_failure(step, job.attempt, f"logging failed: {reason}", benchmark=name)
+            self.record_failure(step, attempt, f"logging failed: {reason}", benchmark=name)
+
+    def remove_partials(self) -> None:
+        """Remove what evaluators killed while publishing left beside every evaluation that has its result
+        (one that has none keeps them until its result lands, :meth:`land`)."""
+        for name, done in self.done.items():
+            for step in done:
+                remove_partials(self.run.eval_dir(step, name))
+
+    def unlogged(self, loggers: Iterable[Any]) -> list[tuple[Optional[str], int]]:
+        """``(eval section, step)`` of every evaluation in ``metrics.json`` (any section, one a back-fill
+        added too) that the run's W&B folders lack, oldest step first; empty without a W&B logger among
+        ``loggers``. The folders of W&B runs the loggers have open (this launch's) are not read; an earlier
+        launch's folder whose file a live process still holds raises
+        :class:`~ifdistill.runs.wandb_offline.WandbFilesBusy`."""
+        loggers = [lg for lg in loggers if is_wandb(lg)]
+        if not loggers:
+            return []
+        own = [Path(run.dir).parent for run in (getattr(lg, "_experiment", None) for lg in loggers) if run is not None]
+        logged = logged_steps(self.run.logs / "wandb", exclude=own)
+        recorded = run_metrics.read(self.run.root)
+        lacking = []
+        for name in [None, *(recorded.get("evals") or {})]:  # every section, a back-filled one too
+            for step, entry in run_metrics.results_of(recorded, name).items():
+                ns = namespace(name, run_metrics.benchmark_of_entry(entry, name))
+                if int(step) not in logged.get(ns, {}):
+                    lacking.append((name, int(step)))
+        return sorted(lacking, key=lambda t: (t[1], t[0] or ""))
+
+    def log_unlogged(self, loggers: Iterable[Any]) -> list[tuple[Optional[str], int]]:
+        """Log every evaluation :meth:`unlogged` finds to the W&B loggers, at its step; returns them. While
+        another live process holds one of the run's W&B files (a back-fill logging into it) nothing is
+        logged -- its rows are not final -- and the next launch reconciles them."""
+        loggers = [lg for lg in loggers if is_wandb(lg)]
+        try:
+            lacking = self.unlogged(loggers)
+        except WandbFilesBusy as err:
+            print(f"[{self.label}] W&B rows not reconciled in this launch: {err}", flush=True)
+            return []
+        recorded = run_metrics.read(self.run.root)
+        for name, step in lacking:
+            entry = run_metrics.results_of(recorded, name)[str(step)]
+            out_dir = self.run.root / entry["results_dir"]
+            print(f"[{self.label}] step {step}{_named(name)}: in metrics.json, not in W&B; logged", flush=True)
+            try:
+                results = read_results_json(out_dir)
+            except Exception as err:  # noqa: BLE001 -- a results.json gone or damaged since it was recorded
+                self.record_failure(step, 0, f"logging failed: {' '.join(str(err).split())}", benchmark=name)
+                continue
+            self._log(loggers, step, name, results, out_dir, 0)
+        return lacking
 
     def record_failure(self, step: int, attempt: int, reason: str, exit_code: Optional[int] = None,
                        log_tail: str = "", *, benchmark: Optional[str] = None) -> None:

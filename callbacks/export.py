@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from ifdistill.hashing import weight_hashes
-from ifdistill.runs.rundir import EXPORT_JSON, step_dir_name
+from ifdistill.runs.rundir import EXPORT_JSON, export_temp_prefix, step_dir_name
 from ifdistill.train.modeling import is_peft
 from ifdistill.write_failures import writing
 
@@ -86,7 +86,7 @@ def export_checkpoint(trainer: Any, model: torch.nn.Module, exports_root: str | 
     final = root / step_dir_name(step)
     with writing(final, "export"):  # a full disk or a refused write: one line naming the export
         root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=root))
+        tmp = Path(tempfile.mkdtemp(prefix=export_temp_prefix(step), dir=root))
         _write_export(tmp, final, model, state, t0, step=step, base_model=base_model, tokenizer_src=tokenizer_src,
                       config_hash=config_hash, merged=merged, chat_template=chat_template, dtype=dtype)
     return final

@@ -167,7 +167,8 @@ def logged_steps(wandb_dir: str | os.PathLike, *, exclude: Iterable[str | os.Pat
     (the folders of runs this process has open) left out. Only complete records count (a killed launch's
     file ends early). A folder whose file another process still holds open is waited for up to
     ``wait_s``; if it is still held then, :class:`WandbFilesBusy` names the process."""
-    folders = [d for d in find_run_dirs(wandb_dir) if d not in {Path(e) for e in exclude}]
+    skip = {os.path.realpath(e) for e in exclude}
+    folders = [d for d in find_run_dirs(wandb_dir) if os.path.realpath(d) not in skip]
     files = [f for f in map(run_file, folders) if f is not None]
     deadline = time.monotonic() + wait_s
     busy = writers(files) if files else {}

@@ -9,17 +9,23 @@ config of their own. Order matters:
    (:mod:`ifdistill.train.preflight`), then :func:`check_run_dir`, so a typo fails in seconds and leaves
    no run directory behind;
 2. derive the run directory from the config hash, take its lock (:class:`~ifdistill.train.run_lock.RunLock`:
-   a second launch on a live run is refused, naming the holder), and look for a checkpoint to resume from
-   (``run.resume``: ``auto`` resumes when one exists, ``never`` refuses an existing run, ``required``
-   fails without one) -- re-running a crashed command therefore continues it; a run without checkpoints
-   of its own starts from the newest one of ``run.resume_from`` (another run directory: after a
-   divergence, the same run with a changed learning rate, :mod:`ifdistill.train.divergence`);
-3. build the datamodule, the module (``method`` group, ``_target_`` = the module class), callbacks
-   (checkpointing + the ``callbacks`` group), loggers (``logger`` group) and the ``Trainer``
-   (``trainer`` group, with the strategy it names);
-4. ``trainer.fit(..., ckpt_path=<checkpoint>)``; a non-finite loss, gradient or weight stops it as
-   ``diverged`` (or skips the step: ``run.on_nonfinite``); on a requeue signal (SLURM time limit, preemption) the
-   step is checkpointed and the job requeued (:mod:`ifdistill.train.preemption`).
+   a second launch on a live run is refused, naming the holder), remove what writers killed mid-write
+   left, and look for a checkpoint to resume from (``run.resume``: ``auto`` resumes when one exists,
+   ``never`` refuses an existing run, ``required`` fails without one) -- re-running a crashed command
+   therefore continues it; a run without checkpoints of its own starts from the newest one of
+   ``run.resume_from`` (another run directory: after a divergence, the same run with a changed learning
+   rate, :mod:`ifdistill.train.divergence`);
+3. build the loggers (``logger`` group) and callbacks (checkpointing + the ``callbacks`` group); a run
+   whose last launch finished at ``trainer.max_steps`` and whose callbacks have nothing left to do
+   (:func:`work_left`: every export evaluated, every evaluation in W&B) returns here, unchanged -- no
+   launch entry, no W&B run;
+4. build the datamodule, the module (``method`` group, ``_target_`` = the module class) and the
+   ``Trainer`` (``trainer`` group, with the strategy it names);
+5. ``trainer.fit(..., ckpt_path=<checkpoint>)``; the callbacks reconcile first what earlier launches left
+   (the checkpoint-eval callback: :mod:`ifdistill.callbacks.checkpoint_eval`), also when the restored
+   step is already ``max_steps``; a non-finite loss, gradient or weight stops it as ``diverged`` (or
+   skips the step: ``run.on_nonfinite``); on a requeue signal (SLURM time limit, preemption) the step is
+   checkpointed and the job requeued (:mod:`ifdistill.train.preemption`).
 
 Translations made here, so the configs can stay declarative: ``trainer.enable_progress_bar: auto`` is a
 bar on a terminal and plain progress lines otherwise (:mod:`ifdistill.train.progress`);
@@ -43,7 +49,8 @@ from ifdistill.models import resolve_model_path
 from ifdistill.train.schemas import TrainConfig
 from ifdistill.config import ConfigError, lookup
 from ifdistill.data.records import DataError
-from ifdistill.runs.rundir import HASH_IGNORE, RunDir, RunDirError, RunInfo, config_hash, hashed_config, run_id
+from ifdistill.runs.rundir import (HASH_IGNORE, RunDir, RunDirError, RunInfo, checkpoint_step, config_hash,
+                                   hashed_config, run_id)
 from ifdistill.train.loggers import build_loggers, close_loggers
 from ifdistill.train.run_lock import RunLock
 from ifdistill.startup_heap import settle
@@ -277,39 +284,51 @@ def train(config: TrainConfig, *, checked: bool = False) -> dict[str, Any]:
 def _train_locked(config: TrainConfig, rd: RunDir, rid: str, digest: str, lock: Optional[RunLock]) -> dict[str, Any]:
     import lightning.pytorch as pl
 
+    from ifdistill.results import run_metrics
     from ifdistill.train.checkpointing import find_resume_checkpoint
     from ifdistill.train.divergence import TrainingDiverged, record_divergence
+    from ifdistill.train.method import method_class
     from ifdistill.train.preemption import RequeueOnSignal, TrainingPreempted
     from ifdistill.train.progress import want_progress_bar
     from ifdistill.runs.sweeps import swept_values
 
     data = resolve_data(config)  # checked by preflight; resolved once for the datamodule
+    if lock is not None:  # what writers killed mid-write left; the lock holder's writers are gone
+        for left in rd.remove_leftovers() + run_metrics.remove_leftovers(rd.root):
+            log.warning("run %s: removed %s, left by a write that never finished", rid, left)
     # the lock holder sets incomplete or unreadable checkpoints aside before choosing one
     # (run.resume was checked by check_run_dir)
     ckpt = find_resume_checkpoint(rd.checkpoints, set_aside=lock is not None)
     elsewhere = ckpt is None and bool(config.run.resume_from)
     if elsewhere:
         ckpt = start_checkpoint(Path(str(config.run.resume_from)), digest)
+    run = RunInfo(rd, run_id=rid, config_hash=digest, seed=config.seed, method=method_class(config.method).__name__,
+                  base_model=resolve_model_path(config.model.name_or_path))
+    # W&B's run is created by the first log, after the trainer exists
+    loggers = build_loggers(config.logger, rd, rid, group=config.run.group)
+    bar = want_progress_bar(config.trainer.get("enable_progress_bar", "auto"))
+    callbacks = _callbacks(config, run, progress_bar=bar, started_elsewhere=elsewhere)
+    left = work_left(config, rd, ckpt, callbacks, loggers) if lock is not None and _one_process() else None
+    if left == []:  # a finished run with nothing missing: nothing is launched, nothing changes
+        log.warning("run %s in %s is finished (step %s) and nothing is missing: nothing to do", rid, rd.root,
+                    checkpoint_step(ckpt))
+        return _result(rid, digest, rd, checkpoint_step(ckpt), ckpt, nothing_to_do=True)
     if lock is not None:
         rd.write_launch(config.tree, run_id=rid, digest=digest, ignore=hash_ignore(config.tree),
                         resumed_from=str(ckpt) if ckpt else None, took_over_lock=lock.took_over)
         if lock.took_over:
             log.warning("run %s: took over the lock of a launch that is gone (%s)", rid, lock.took_over)
         log.info("run %s in %s%s", rid, rd.root, f", resuming from {ckpt.name}" if ckpt else "")
+        if left:
+            log.warning("run %s finished earlier; this launch completes it: %s", rid, "; ".join(left))
     pl.seed_everything(config.seed, workers=True, verbose=False)
 
     gpu = _on_gpu(config.trainer)
     dm = build_datamodule(config, rd, data)
     module = build_module(config, val_names=dm.val_names, on_gpu=gpu)
-    run = RunInfo(rd, run_id=rid, config_hash=digest, seed=config.seed, method=type(module).__name__,
-                  base_model=resolve_model_path(config.model.name_or_path))
 
     accumulate = int(config.trainer.get("accumulate_grad_batches", 1))
-    # W&B's run is created by the first log, after the trainer exists
-    loggers = build_loggers(config.logger, rd, rid, group=config.run.group)
-    bar = want_progress_bar(config.trainer.get("enable_progress_bar", "auto"))
-    overrides: dict[str, Any] = dict(callbacks=_callbacks(config, run, progress_bar=bar, started_elsewhere=elsewhere),
-                                     logger=loggers or False,
+    overrides: dict[str, Any] = dict(callbacks=callbacks, logger=loggers or False,
                                      default_root_dir=str(rd.root), use_distributed_sampler=False,
                                      enable_progress_bar=bar)
     if str(config.trainer.get("precision", "auto")) == "auto":
@@ -346,6 +365,34 @@ def _train_locked(config: TrainConfig, rd: RunDir, rid: str, digest: str, lock: 
     if trainer.is_global_zero and not trainer.interrupted and preempted is None:
         rd.mark_finished(trainer.global_step)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
-    return {"run_id": rid, "config_hash": digest, "run_dir": str(rd.root), "global_step": trainer.global_step,
-            "resumed_from": str(ckpt) if ckpt else None, "preempted": preempted is not None, "metrics": metrics,
-            "teacher_pass": getattr(module, "teacher_pass_stats", None)}
+    return _result(rid, digest, rd, trainer.global_step, ckpt, preempted=preempted is not None, metrics=metrics,
+                   teacher_pass=getattr(module, "teacher_pass_stats", None))
+
+
+def _result(rid: str, digest: str, rd: RunDir, step: Optional[int], ckpt: Optional[Path], *, preempted: bool = False,
+            metrics: Optional[dict] = None, teacher_pass: Any = None, nothing_to_do: bool = False) -> dict[str, Any]:
+    """What :func:`train` returns (the CLI prints it but ``metrics``)."""
+    return {"run_id": rid, "config_hash": digest, "run_dir": str(rd.root), "global_step": step,
+            "resumed_from": str(ckpt) if ckpt else None, "preempted": preempted, "metrics": metrics or {},
+            "teacher_pass": teacher_pass, "nothing_to_do": nothing_to_do}
+
+
+def _one_process() -> bool:
+    """No other rank of this launch started with this one (srun's tasks do; Lightning starts its ranks
+    later, in ``fit``): a launch that ends before ``fit`` leaves no rank waiting for it."""
+    return all(int(os.environ.get(key) or 1) <= 1 for key in ("WORLD_SIZE", "SLURM_NTASKS"))
+
+
+def work_left(config: TrainConfig, rd: RunDir, ckpt: Optional[Path], callbacks: list,
+              loggers: list) -> Optional[list[str]]:
+    """What relaunching a finished run would still do, one line each (empty: nothing); None when the run
+    is not finished -- its last launch did not record its end at ``trainer.max_steps``, or the newest
+    checkpoint is not that step's -- so the launch trains. Each callback that can say what a launch at a
+    step would do answers ``work_left(step, max_steps, loggers)``
+    (:meth:`ifdistill.callbacks.checkpoint_eval.CheckpointEvalCallback.work_left`)."""
+    last = ((rd.read_meta() or {}).get("launches") or [{}])[-1]
+    step, max_steps = checkpoint_step(ckpt) if ckpt else None, int(config.trainer.get("max_steps") or -1)
+    if not last.get("finished") or step is None or step != max_steps or last.get("final_step") != step:
+        return None
+    return [line for cb in callbacks if callable(getattr(cb, "work_left", None))
+            for line in cb.work_left(step, max_steps, loggers)]

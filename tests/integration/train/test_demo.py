@@ -1,5 +1,6 @@
 """`experiment=demo` end to end (shortened): held-out cross-entropy falls, the run directory has its
-layout, and calling train() again with the same config finds the finished run instead of retraining.
+layout, and calling train() again with the same config finds the finished run and, nothing being
+missing, changes nothing.
 
 The full preset (150 steps) is timed by hand and reported; here 20 steps show the mechanics. The demo's
 console contract (``make demo``: ifdistill's lines only, one screen, the table last) is checked on a
@@ -50,11 +51,15 @@ def test_demo_trains_and_a_rerun_finds_its_finished_run(tmp_path):
     curve = [float(r[ce]) for r in rows[1:] if r[ce]]
     assert len(curve) == 2 and curve[-1] < curve[0] - 0.5, curve  # step 0, then step 20
 
-    again = train(train_config(_cfg(tmp_path)))  # the same command after the end (or a crash): same run, nothing retrained
-    assert again["run_id"] == first["run_id"] and again["global_step"] == 20
+    kept = lambda: {p: p.stat().st_mtime_ns for p in run_dir.rglob("*")  # noqa: E731
+                    if p.is_file() and p.name not in ("run.lock", "console.log")}  # console.log: what each launch did
+    files = kept()
+    again = train(train_config(_cfg(tmp_path)))  # the same command after the end: same run, nothing retrained
+    assert again["run_id"] == first["run_id"] and again["global_step"] == 20 and again["nothing_to_do"]
     assert again["resumed_from"].endswith("step=000020.ckpt")
     launches = json.loads((run_dir / "run.json").read_text())["launches"]
-    assert [bool(x["resumed_from"]) for x in launches] == [False, True]
+    assert [bool(x["resumed_from"]) for x in launches] == [False]  # finished, nothing missing: no launch
+    assert kept() == files
 
 
 def test_distillation_with_replay_through_the_cli_config(tmp_path):

@@ -3,9 +3,10 @@
 The replay-sweep preset narrowed to tiny runs (tiny model, synthetic data with replay, 4 steps, one
 checkpoint evaluated by the HF evaluator backend) runs as a Hydra multirun on the local launcher, whose
 jobs train one after another in one process: replay ratio {0, 0.5} x {SFT, distillation}, logger=wandb
-(offline). Each job's W&B run is read back from its own run directory (:mod:`ifdistill.tracking.wandb_offline`):
+(offline). Each job's W&B run is read back from its own run directory (:mod:`ifdistill.runs.wandb_offline`):
 its id, its swept values, one ``train/loss`` row per logging step and its own evaluation at its step.
-The same sweep launched again resumes each job's run and continues that job's W&B run. The W&B view,
+The same sweep launched again for jobs whose W&B folders are gone continues each one's W&B run with the
+evaluation it lacked. The W&B view,
 called as README shows it, reads the sweep's job configs: every key it plots is one a run logged. The
 same sweep with ``trainer.accelerator=gpu`` on this machine (no GPU) fails each job with one line, runs
 every job, ends non-zero and records ``failed`` with the cause in each run directory.
@@ -22,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from ifdistill.results import run_metrics
-from ifdistill.tracking.wandb_offline import find_run_dirs, read_run
+from ifdistill.runs.wandb_offline import find_run_dirs, read_run
 from ifdistill.tracking.wandb_view import main as view_main, metric_keys
 
 pytestmark = [pytest.mark.slow]
@@ -133,16 +134,26 @@ def test_a_path_or_a_malformed_argument_is_one_line_and_exit_2(sweep, capsys, tm
 
 
 def test_a_relaunched_sweep_continues_each_jobs_own_wandb_run(sweep):
+    """Two jobs' W&B folders are gone (as if their launch had been killed before W&B wrote its file): the
+    sweep relaunched for those two continues each one's own W&B run, in the sweep's group, with the
+    evaluation it lacked, once; the jobs not relaunched keep theirs."""
+    import shutil
+
     before = {name: len(_wandb(d)) for name, d in _runs(sweep).items()}
+    resumed = {name for name in NAMES if NAMES[name][1] == "sft"}
+    for name in resumed:
+        shutil.rmtree(_runs(sweep)[name] / "logs" / "wandb")
     proc = _sweep(sweep, "data.ratio=0,0.5", "method=sft", "trainer.accelerator=cpu")  # two of the four jobs
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     for name, run_dir in _runs(sweep).items():
         wbs = _wandb(run_dir)
         rid = json.loads((run_dir / "run.json").read_text())["run_id"]
-        resumed = NAMES[name][1] == "sft"
-        assert len(wbs) == before[name] + resumed, name
+        assert len(wbs) == (1 if name in resumed else before[name]), name
         assert {wb["id"] for wb in wbs} == {rid}, name  # the launch continued this job's run, no other
         assert {wb["config"]["sweep/ratio"] for wb in wbs} == {float(NAMES[name][0])}, name
+        assert {wb["group"] for wb in wbs} == {f"ifeval_replay_sweep-{(sweep / 'sweep').name}"}, name
+        evals = [r["ifeval/step"] for wb in wbs for r in wb["history"] if "ifeval/prompt_level_strict_acc" in r]
+        assert evals == [STEPS], name
 
 
 def test_a_sweep_this_machine_cannot_run_fails_each_job_in_one_line(tmp_path):
