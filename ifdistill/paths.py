@@ -121,6 +121,13 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", *, tag: str = "", **o
         raise
 
 
+def atomic_leftovers(path: str | os.PathLike) -> list[Path]:
+    """The temp files that :func:`atomic_write` of ``path`` left behind (a writer killed mid-write); only
+    an owner that knows no writer of ``path`` is alive may remove them."""
+    path = Path(path)
+    return sorted(path.parent.glob(f".{path.name}.*.tmp"))
+
+
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     """``text`` to ``path`` through :func:`atomic_write`."""
     with atomic_write(path, "w", encoding="utf-8") as handle:

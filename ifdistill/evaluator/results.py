@@ -6,7 +6,9 @@ it -- one atomic step. If it exists with other content (Hydra's ``.hydra/`` and 
 directory is the run directory) an old ``results.json`` is removed first, then ``samples.jsonl`` and
 finally ``results.json`` are renamed into it. Either way ``results.json`` appears last and only
 complete, so "the directory has results.json" means "the result is complete" -- the test the
-checkpoint callback's queue uses.
+checkpoint callback's queue uses. An evaluator killed while publishing leaves its temporary directory
+(``.<output dir name>.partial-*``) behind; :func:`remove_partials` removes those of an output directory
+once a result has landed there (the checkpoint-eval callback and back-fill do).
 
 samples.jsonl is deterministic: no timings, paths or host names, so two runs of the same model and
 config produce byte-identical files.
@@ -84,6 +86,20 @@ def _write(path: Path, data: bytes) -> None:
         os.fsync(f.fileno())
 
 
+def _partial_prefix(out: Path) -> str:
+    return f".{out.name}.partial-"
+
+
+def remove_partials(out_dir: str | os.PathLike) -> list[Path]:
+    """Remove the temporary directories that publishing into ``out_dir`` left (an evaluator killed while
+    it published); call it once ``out_dir`` holds its result. Returns what was removed."""
+    out = Path(out_dir).absolute()
+    left = sorted(out.parent.glob(f"{_partial_prefix(out)}*"))
+    for path in left:
+        shutil.rmtree(path, ignore_errors=True)
+    return left
+
+
 def publish(out_dir: str | os.PathLike, results: dict[str, Any], samples: Sequence[dict[str, Any]], *,
             overwrite: bool = False) -> Path:
     """Write samples.jsonl and results.json into ``out_dir`` atomically (module docstring)."""
@@ -92,7 +108,7 @@ def publish(out_dir: str | os.PathLike, results: dict[str, Any], samples: Sequen
         raise OutputExistsError(f"{out} already holds {RESULTS_FILE}; set overwrite=true or choose another "
                                 "output_dir")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=_partial_prefix(out), dir=out.parent))
     try:
         _write(tmp / SAMPLES_FILE, dumps_samples(samples))
         _write(tmp / RESULTS_FILE, dumps_results(results))

@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterator
 from ifdistill import checksum
 from ifdistill.evaluator import benchmark as registry
 from ifdistill.evaluator.benchmark import benchmark_of
-from ifdistill.paths import write_json_atomic
+from ifdistill.paths import atomic_leftovers, write_json_atomic
 from ifdistill.runs.rundir import METRICS_JSON as FILENAME
 
 def empty(run_id: str = "", config_hash: str = "", **info: Any) -> dict:
@@ -86,6 +86,19 @@ def update(run_dir: str | os.PathLike, change: Callable[[dict], None]) -> dict:
         change(data)
         write_json_atomic(run_dir / FILENAME, checksum.seal(data, default=str))
     return data
+
+
+def remove_leftovers(run_dir: str | os.PathLike) -> list[Path]:
+    """Remove the temp files of ``metrics.json`` writes that were killed midway (taken under the file's
+    lock, so no live writer is in the middle of one); returns them."""
+    run_dir = Path(run_dir)
+    if not atomic_leftovers(run_dir / FILENAME):  # nothing to remove: not even the lock file is touched
+        return []
+    with _locked(run_dir):
+        left = atomic_leftovers(run_dir / FILENAME)
+        for path in left:
+            path.unlink(missing_ok=True)
+    return left
 
 
 def benchmark_of_entry(entry: dict, section: str | None = None) -> str:

@@ -41,6 +41,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import socket
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -49,7 +50,7 @@ from typing import Any, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from ifdistill.config import ConfigError
-from ifdistill.paths import write_json_atomic, write_text_atomic
+from ifdistill.paths import atomic_leftovers, write_json_atomic, write_text_atomic
 
 HASH_IGNORE = (
     "paths", "hydra", "logger", "callbacks", "eval", "run", "task_name",
@@ -167,6 +168,19 @@ class RunDir:
         for a run that evaluates more than one benchmark per checkpoint."""
         return (self.evals / benchmark if benchmark else self.evals) / step_dir_name(step)
 
+    def remove_leftovers(self) -> list[Path]:
+        """Remove what writers killed mid-write left in the files only the launch holding ``run.lock``
+        writes (the caller holds it, so those writers are gone): temp files of ``run.json``,
+        ``config.yaml`` and the data manifest, and interrupted exports (``exports/.step_X-*``). Checkpoints
+        (:func:`ifdistill.train.checkpointing.find_resume_checkpoint`), ``metrics.json``
+        (:func:`ifdistill.results.run_metrics.remove_leftovers`) and evaluations
+        (:func:`ifdistill.evaluator.results.remove_partials`) clean their own. Returns what was removed."""
+        left = [p for f in (self.run_json, self.config_yaml, self.manifest) for p in atomic_leftovers(f)]
+        left += sorted(self.exports.glob(f"{export_temp_prefix('*')}*")) if self.exports.is_dir() else []
+        for path in left:
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+        return left
+
     def finished_exports(self) -> dict[int, Path]:
         """``{step: export dir}`` of the finished exports (``export.json`` is written last, inside a temp
         dir renamed into place, so a dir without it is an interrupted export)."""
@@ -254,6 +268,12 @@ def checkpoint_step(path: str | os.PathLike) -> Optional[int]:
 
 def step_dir_name(step: int) -> str:
     return f"step_{int(step):06d}"
+
+
+def export_temp_prefix(step: int | str) -> str:
+    """The name prefix of an export's temp folder while it is written (``exports/.step_000200-<random>``);
+    ``"*"``: a glob of every step's."""
+    return f".{step_dir_name(step) if step != '*' else 'step_*'}-"
 
 
 def now_iso() -> str:

@@ -146,3 +146,34 @@ def test_check_refuses_a_live_holder_without_taking_or_creating_anything(tmp_pat
         held.release()
     RunLock(tmp_path / "run.lock").check()  # released: no refusal
     RunLock(tmp_path / "run.lock").acquire().release()
+
+
+def test_leftovers_of_writers_killed_mid_write_are_removed_and_nothing_else(tmp_path):
+    """A process killed (-9) inside ``atomic_write`` of run.json, config.yaml, the manifest and metrics.json
+    and an interrupted export leave temp files; the lock holder removes exactly those."""
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from ifdistill.results import run_metrics
+    from ifdistill.runs.rundir import export_temp_prefix
+
+    rd = RunDir(tmp_path / "run").create()
+    run_metrics.record_checkpoint(rd.root, 10, {"metrics": {"prompt_level_strict_acc": 0.5}}, "evals/step_000010",
+                                  "callback")
+    (rd.export_dir(10)).mkdir(parents=True)
+    (rd.export_dir(10) / "export.json").write_text("{}")
+    before = sorted(p for p in rd.root.rglob("*"))
+    targets = [str(p) for p in (rd.run_json, rd.config_yaml, rd.manifest, rd.metrics_json)]
+    code = ("import contextlib, os, sys\nfrom ifdistill.paths import atomic_write\n"
+            "with contextlib.ExitStack() as stack:\n"
+            "    for path in sys.argv[1:]:\n"
+            "        stack.enter_context(atomic_write(path)).write('half')\n"
+            "    os.kill(os.getpid(), 9)\n")
+    assert subprocess.run([sys.executable, "-c", code, *targets], timeout=60).returncode == -9
+    tempfile.mkdtemp(prefix=export_temp_prefix(20), dir=rd.exports)  # as callbacks/export.py names it
+    left = sorted(set(rd.root.rglob("*")) - set(before))
+    assert len(left) == 5 and all(Path(p).name.startswith(".") for p in left)
+    removed = rd.remove_leftovers() + run_metrics.remove_leftovers(rd.root)
+    assert sorted(removed) == left and sorted(rd.root.rglob("*")) == before
