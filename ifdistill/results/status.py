@@ -17,7 +17,9 @@ directories are named by config hash, not by Hydra. State:
 
 Evaluation failures are *open* until a result of the same step is recorded after them (a retry, a
 resumed run or ``ifdistill-eval backfill``), then *resolved*; the table counts both, and each open
-failure is listed below it with its step, its attempt number across launches and its reason.
+failure is listed below it with its step, its attempt number across launches and its reason. An export
+without a result that no failure explains (its trainer was killed while it was evaluated) is open too,
+unless the run is running: nothing missing is ever hidden behind "open failures 0".
 """
 
 from __future__ import annotations
@@ -110,9 +112,37 @@ def run_status(run: Path) -> dict[str, Any]:
         **_latest(run_metrics.results_of(metrics)),
         "benchmarks": {name: _latest(run_metrics.results_of(metrics, name), name) for name in metrics.get("evals") or {}},
         "failure": launch.get("failure") if state == "failed" else None,  # the cause run.json records
-        "failures": [f for f in history if not f["resolved"]],
+        "failures": [f for f in history if not f["resolved"]]
+                    + ([] if state == "running" else unexplained(run, metrics)),
         "resolved_failures": sum(f["resolved"] for f in history),
     }
+
+
+def unexplained(run: Path, metrics: dict) -> list[dict[str, Any]]:
+    """An open failure for each finished export that lacks a result of an eval section the run evaluates
+    (its own ``eval``, each of ``callbacks.checkpoint_eval.evals`` in its ``config.yaml`` and of
+    ``metrics.json``'s ``evals``) and has no failure recorded since."""
+    import yaml
+
+    rd = RunDir(run)
+    exports = rd.finished_exports()
+    if not exports:
+        return []
+    config = yaml.safe_load(rd.config_yaml.read_text()) if rd.config_yaml.is_file() else {}
+    configured = (((config or {}).get("callbacks") or {}).get("checkpoint_eval") or {}).get("evals") or {}
+    sections = [None, *dict.fromkeys([*configured, *(metrics.get("evals") or {})])]
+    history = run_metrics.failure_history(metrics)
+    out = []
+    for step in sorted(exports):
+        for section in sections:
+            if str(step) in run_metrics.results_of(metrics, section):
+                continue
+            if any(f["step"] == step and f.get("benchmark") == section and not f["resolved"] for f in history):
+                continue  # the failure recorded says why
+            out.append({"step": step, **({"benchmark": section} if section else {}), "attempt_no": None,
+                        "resolved": False, "reason": "exported, not evaluated (re-run the same command or "
+                                                     "`ifdistill-eval backfill`)"})
+    return out
 
 
 def _latest(results: dict, section: str | None = None) -> dict[str, Any]:

@@ -94,3 +94,26 @@ def test_an_extra_benchmark_has_its_own_counts_latest_scores_and_failures(tmp_pa
     assert "- r step 20 [ifbench] (attempt 1): gave_up: exit code 1" in out
     run_metrics.record_checkpoint(run, 20, {"metrics": {}}, "evals/ifbench/y", "backfill", benchmark="ifbench")
     assert run_status(run)["failures"] == []
+
+
+def test_an_export_without_a_result_is_an_open_failure_unless_the_run_is_running(tmp_path, capsys):
+    """A trainer killed while step 20 was evaluated recorded nothing about it: its export without a result
+    is listed as open (re-run or back-fill), so "open failures 0" never hides a missing evaluation; a
+    failure recorded for the step explains it instead; a running run's pending evaluations are no failures."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    host = os.uname().nodename
+    runs = {}
+    for name, pid in (("killed", dead.pid), ("live", os.getpid())):
+        runs[name] = _run(tmp_path, name, {"pid": pid, "host": host}, steps=(20,), evals={10: 0.5})
+        for step in (10, 20):
+            (runs[name] / "exports" / f"step_{step:06d}").mkdir(parents=True)
+            (runs[name] / "exports" / f"step_{step:06d}" / "export.json").write_text(json.dumps({"step": step}))
+    (open_one,) = run_status(runs["killed"])["failures"]
+    assert (open_one["step"], open_one["attempt_no"]) == (20, None) and "exported, not evaluated" in open_one["reason"]
+    assert run_status(runs["live"])["failures"] == []
+    run_metrics.record_failure(runs["killed"], 20, 0, "missing at end of training", None, "", 1.0)
+    assert [f["reason"] for f in run_status(runs["killed"])["failures"]] == ["missing at end of training"]
+    run_metrics.record_checkpoint(runs["killed"], 20, {"metrics": {"prompt_level_strict_acc": 0.5}}, "x", "callback")
+    assert run_status(runs["killed"])["failures"] == []
+    assert main([str(runs["killed"])]) == 0 and "| killed | stopped | 1 | 20 | 2 | 0 |" in capsys.readouterr().out
