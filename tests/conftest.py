@@ -59,6 +59,7 @@ LONGEST = (
     "tests/integration/evaluator/test_backends_agree.py",
     "tests/integration/train/test_demo.py",
     "tests/integration/train/test_sweep_wandb.py",
+    "tests/integration/callbacks/test_relaunch.py",
     "tests/integration/train/test_chunked_strategies.py",
     "tests/gpu/test_gpu_check_smoke.py",
     "tests/integration/test_bad_inputs.py",
