@@ -1,7 +1,7 @@
 """The benchmarks of the evaluator, one folder each, and the instruction-checking base two of them share.
 
 - ``ifeval/``, ``ifbench/``, ``judge/``, ``lmeval/``: each a benchmark's own folder: its registration
-  (``benchmark.py``, found by :mod:`ifdistill.evaluator.benchmark`), its own config section where it has one
+  (``benchmark.py``, found by :mod:`ifdistill.benchmarks.registry`), its own config section where it has one
   (``settings.py``: ``SECTIONS``), and its scorer or checkers.
 - ``checking/``: what IFEval's and IFBench's checkers share (the checker base class, text measurements),
   the strict/loose scorer and statistics that judge both, the registration they both extend and

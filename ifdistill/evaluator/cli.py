@@ -30,8 +30,8 @@ log = logging.getLogger("ifdistill.evaluator")
 
 
 def _summary(results: dict) -> str:
-    """The hash, then the benchmark's own lines (:meth:`~ifdistill.evaluator.benchmark.Benchmark.summary`)."""
-    from ifdistill.evaluator.benchmark import of_results
+    """The hash, then the benchmark's own lines (:meth:`~ifdistill.benchmarks.base.Benchmark.summary`)."""
+    from ifdistill.benchmarks.registry import of_results
 
     return "\n".join([f"eval_config_hash {results['eval_config_hash']}", *of_results(results).summary(results)])
 

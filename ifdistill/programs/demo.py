@@ -40,7 +40,8 @@ from pathlib import Path
 
 from ifdistill.cli.console import LOG_FILE
 from ifdistill.evaluator.launch import REQUEST_DIR, REQUEST_NAME
-from ifdistill.evaluator.benchmark import of_results, short_name
+from ifdistill.benchmarks.base import short_name
+from ifdistill.benchmarks.registry import of_results
 from ifdistill.evaluator.output import read_results_json, read_samples
 from ifdistill.paths import REPO_ROOT
 from ifdistill.results import paired, run_metrics

@@ -253,7 +253,7 @@ def check_extra_evals(tree: Mapping[str, Any]) -> list[str]:
     """The run's ``eval`` and each extra benchmark of the checkpoint-eval callback
     (``callbacks.checkpoint_eval.evals.<name>``) is a valid eval section (its benchmark's checks, no other
     benchmark's section set): a mistake there would otherwise surface at the first checkpoint."""
-    from ifdistill.evaluator.benchmark import namespaces
+    from ifdistill.benchmarks.registry import namespaces
     from ifdistill.evaluator.settings import eval_settings
 
     problems = []

@@ -14,12 +14,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from ifdistill.evaluator import benchmark as registry
+from ifdistill.benchmarks import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("ifdistill", "callbacks", "launchers")
 #: Each benchmark's own folders (``ifdistill/benchmarks/<name>/``: its registration, settings, scorer and checkers),
-#: as each registration states them (:meth:`~ifdistill.evaluator.benchmark.Benchmark.folders`): a new benchmark's
+#: as each registration states them (:meth:`~ifdistill.benchmarks.base.Benchmark.folders`): a new benchmark's
 #: folder is found, not listed here. The instruction-checking base IFEval and IFBench share
 #: (``ifdistill/benchmarks/checking/``) is no benchmark's: it is scanned like every consumer.
 OWN = tuple(sorted({folder for name in registry.names() for folder in registry.get(name).folders()}))

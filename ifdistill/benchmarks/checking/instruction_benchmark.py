@@ -1,4 +1,4 @@
-"""The registration IFEval and IFBench extend (:mod:`ifdistill.evaluator.benchmark`): instruction-following
+"""The registration IFEval and IFBench extend (:mod:`ifdistill.benchmarks.registry`): instruction-following
 rows scored strict and loose.
 
 Phase 1 is :func:`~ifdistill.evaluator.plan.rows_plan` over ``eval.data`` with the scorer's row check
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from ifdistill.benchmarks.checking.instruction_base import Instruction
 from ifdistill.benchmarks.checking.stats import METRICS
-from ifdistill.evaluator.benchmark import Benchmark
+from ifdistill.benchmarks.base import Benchmark
 
 if TYPE_CHECKING:
     from ifdistill.evaluator.plan import EvalPlan

@@ -1,4 +1,4 @@
-"""IFBench's registration (:mod:`ifdistill.evaluator.benchmark`).
+"""IFBench's registration (:mod:`ifdistill.benchmarks.registry`).
 
 IFBench's reference evaluation judges strict and loose exactly as IFEval's does, so its rows go through the
 instruction-checking base's plan, scorer and results
@@ -13,7 +13,7 @@ from __future__ import annotations
 from ifdistill.benchmarks.checking.instruction_benchmark import InstructionBenchmark
 from ifdistill.benchmarks.ifbench import scorer_version, text
 from ifdistill.benchmarks.ifbench.registry import IFBENCH_REGISTRY
-from ifdistill.evaluator.benchmark import register
+from ifdistill.benchmarks.registry import register
 
 
 class IFBench(InstructionBenchmark):

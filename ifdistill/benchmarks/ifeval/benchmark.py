@@ -1,4 +1,4 @@
-"""IFEval's registration (:mod:`ifdistill.evaluator.benchmark`): google's 541 prompts with verifiable
+"""IFEval's registration (:mod:`ifdistill.benchmarks.registry`): google's 541 prompts with verifiable
 instructions, judged strict and loose, the default benchmark.
 
 The plan, the scoring and the results are the instruction-checking base's
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ifdistill.benchmarks.checking.instruction_benchmark import InstructionBenchmark
 from ifdistill.benchmarks.ifeval.registry import INSTRUCTION_REGISTRY
-from ifdistill.evaluator.benchmark import register
+from ifdistill.benchmarks.registry import register
 
 
 class IFEval(InstructionBenchmark):

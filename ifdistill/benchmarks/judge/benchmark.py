@@ -1,4 +1,4 @@
-"""The judge's registration (:mod:`ifdistill.evaluator.benchmark`): an LLM judge of the evaluated model's responses.
+"""The judge's registration (:mod:`ifdistill.benchmarks.registry`): an LLM judge of the evaluated model's responses.
 
 The evaluated model answers ``eval.data``'s rows as an instruction-following benchmark does (the same
 plan, so the same prompts and generation as IFEval's on the same data, and the row check of the
@@ -17,7 +17,8 @@ from typing import Any, Optional
 from ifdistill.benchmarks.checking.instruction_benchmark import check_row, scorer_version
 from ifdistill.benchmarks.judge.settings import SECTIONS
 from ifdistill.benchmarks.judge.verdicts import JUDGE_MODES, JUDGE_PLACEHOLDERS
-from ifdistill.evaluator.benchmark import Benchmark, register
+from ifdistill.benchmarks.base import Benchmark
+from ifdistill.benchmarks.registry import register
 
 #: The headline metric of each mode.
 HEADLINE = {"absolute": "score_mean", "pairwise": "win_rate"}

@@ -19,7 +19,7 @@ import pytest
 
 from ifdistill.benchmarks.checking.scoring import score_rows
 from ifdistill.benchmarks.checking.stats import aggregate, mcnemar_exact
-from ifdistill.evaluator.benchmark import get as _benchmark
+from ifdistill.benchmarks.registry import get as _benchmark
 from ifdistill.results import run_metrics
 from tests.support import require
 from tests.unit.results.result_files import results_json, sample

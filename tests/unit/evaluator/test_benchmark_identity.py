@@ -21,7 +21,8 @@ import typing
 import pytest
 
 from ifdistill.config import ConfigError
-from ifdistill.evaluator import benchmark as registry
+from ifdistill.benchmarks import registry
+from ifdistill.benchmarks.base import Benchmark
 from ifdistill.evaluator.fingerprint import config_hash
 from ifdistill.evaluator.identity import HASHED_AS, field_paths, with_own_settings
 from tests.unit.evaluator.identity_cases import CASES, WORKDIR, eval_config_hash, workdir_files
@@ -39,7 +40,7 @@ BEFORE = {
 }
 
 
-def _benchmarks() -> list[registry.Benchmark]:
+def _benchmarks() -> list[Benchmark]:
     from tests.integration.test_benchmark_contract import StopRate
 
     return [*registry.ordered(), StopRate()]

@@ -18,7 +18,7 @@ from ifdistill.evaluator.output import read_results
 from ifdistill.evaluator.run import evaluate
 from ifdistill.benchmarks.checking.schema import SAMPLE_SCHEMA, validate
 from ifdistill.evaluator.settings import FewShotSettings, GenerationSettings, SourceSettings
-from ifdistill.evaluator.benchmark import get as _benchmark
+from ifdistill.benchmarks.registry import get as _benchmark
 
 DUMMY = "Dummy answer, two sentences. The end."
 QWEN3_HF = ["model=tiny_qwen3", "eval=ifeval_local", "eval.backend=hf", "eval.data.max_examples=3",

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from ifdistill.evaluator import benchmark as registry
+from ifdistill.benchmarks import registry
+from ifdistill.benchmarks.base import Benchmark
 from ifdistill.evaluator.results import publish
 from ifdistill.results import run_metrics
 from ifdistill.results.cli import write_report
@@ -24,7 +25,7 @@ RUNS = {"short": 8.1, "long": 12.0}
 BASE = 10.0
 
 
-class MeanWords(registry.Benchmark):
+class MeanWords(Benchmark):
     """Responses' mean word count: a count, and fewer is better."""
 
     name = WORDS
