@@ -32,7 +32,7 @@ GOOD = {"prompt": "Say hi.", "completion": "hi"}
 IFEVAL_ROW = {"key": 1, "prompt": "Say hi without commas.", "instruction_id_list": ["punctuation:no_comma"],
               "kwargs": [{}]}
 SCORE_ROW = {**IFEVAL_ROW, "response": "hi there"}
-MODULES = {"train": "ifdistill.train.cli", "eval": "ifdistill.programs.eval_cli", "score": "ifdistill.benchmarks.checking.cli",
+MODULES = {"train": "ifdistill.train.cli", "eval": "ifdistill.programs.eval_cli", "score": "ifdistill.benchmarks.instruction_following.cli",
            "report": "ifdistill.results.cli", "status": "ifdistill.results.status"}
 
 

@@ -250,7 +250,7 @@ def test_no_benchmark_imports_another():
     graph = import_graph(modules)
     # The folders are the real ones: the four benchmarks and the shared base beside them.
     assert {f"{BENCHMARKS}.{n}" for n in ("ifeval", "ifbench", "judge", "lmeval")} <= benchmark_folders(modules)
-    assert f"{BENCHMARKS}.checking.instruction_benchmark" in graph[f"{BENCHMARKS}.ifeval.benchmark"]
+    assert f"{BENCHMARKS}.instruction_following.instruction_benchmark" in graph[f"{BENCHMARKS}.ifeval.benchmark"]
     assert not cross_benchmark_imports(graph), "imports into a benchmark's folder from another:\n" + "\n".join(
         cross_benchmark_imports(graph))
     inside = {m: {t for t in targets if t.startswith(f"{BENCHMARKS}.")} for m, targets in graph.items()

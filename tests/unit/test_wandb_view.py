@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from ifdistill.benchmarks.checking.stats import METRICS as AGGREGATES
-from ifdistill.benchmarks.ifeval.registry import INSTRUCTION_REGISTRY
+from ifdistill.benchmarks.instruction_following.stats import METRICS as AGGREGATES
+from ifdistill.benchmarks.ifeval.instruction_ids import INSTRUCTION_REGISTRY
 from ifdistill.callbacks.eval_logging import step_key
 from ifdistill.runs.sweeps import swept_values
 from ifdistill.tracking.wandb_view import benchmarks, compose, main, metric_keys, to_workspace, view_spec

@@ -329,7 +329,7 @@ def test_requeue_signal_stops_evaluations_and_the_resumed_run_evaluates_them(tmp
 def test_report_compares_the_two_demo_runs(run_dir, sabotaged, tmp_path):
     """ifdistill-report on the two runs above (same config, seeds 42 and 7; one evaluated during training,
     one back-filled): final metrics, the paired test on the prompt vectors, the seed group, curves."""
-    from ifdistill.benchmarks.checking.stats import mcnemar_exact
+    from ifdistill.benchmarks.instruction_following.stats import mcnemar_exact
 
     other = sabotaged["run_dir"]
     assert sabotaged["backfill"].returncode == 0

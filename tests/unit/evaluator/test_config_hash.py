@@ -86,7 +86,7 @@ def test_demo_selection_seed_changes_the_hash(tmp_path):
 
 
 def test_scorer_version_changes_the_hash(tmp_path, base_hash, monkeypatch):
-    import ifdistill.benchmarks.checking.scoring as scoring
+    import ifdistill.benchmarks.instruction_following.scoring as scoring
 
     monkeypatch.setattr(scoring, "SCORER_VERSION", scoring.SCORER_VERSION + "-next")
     assert _hash(tmp_path) != base_hash

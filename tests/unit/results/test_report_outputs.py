@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ifdistill.benchmarks.checking.stats import mcnemar_exact
+from ifdistill.benchmarks.instruction_following.stats import mcnemar_exact
 from ifdistill.evaluator import output as eval_output
 from ifdistill.results import run_metrics, runs
 from ifdistill.results.cli import main, write_report

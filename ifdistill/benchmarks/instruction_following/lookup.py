@@ -1,6 +1,6 @@
 """The checker of an instruction id, whichever instruction benchmark's it is.
 
-Each instruction benchmark's registration (:class:`~ifdistill.benchmarks.checking.instruction_benchmark.InstructionBenchmark`)
+Each instruction benchmark's registration (:class:`~ifdistill.benchmarks.instruction_following.instruction_benchmark.InstructionBenchmark`)
 holds its own table (``instructions``: id -> checker class, imported from its own folder).
 :func:`all_instructions` merges the tables of every registration the benchmark registry knows
 (:mod:`ifdistill.benchmarks.registry`), so a row of either benchmark, or one mixing both, is scored by
@@ -16,7 +16,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from ifdistill.benchmarks.checking.instruction_base import Instruction, InstructionError, InvalidKwargsError
+from ifdistill.benchmarks.instruction_following.instruction_base import Instruction, InstructionError, InvalidKwargsError
 
 
 def instruction_sets() -> list[Any]:

@@ -13,9 +13,9 @@ which build their checkers on it and hold their own id tables; it imports neithe
 and offline: nltk and langdetect load at first use.
 """
 
-from ifdistill.benchmarks.checking.instruction_base import Instruction, InstructionError, InvalidKwargsError
-from ifdistill.benchmarks.checking.lookup import all_instructions, build_instruction
-from ifdistill.benchmarks.checking.scoring import (
+from ifdistill.benchmarks.instruction_following.instruction_base import Instruction, InstructionError, InvalidKwargsError
+from ifdistill.benchmarks.instruction_following.lookup import all_instructions, build_instruction
+from ifdistill.benchmarks.instruction_following.scoring import (
     SCORER_VERSION,
     InvalidRowError,
     Judgement,
@@ -25,7 +25,7 @@ from ifdistill.benchmarks.checking.scoring import (
     score_response,
     score_rows,
 )
-from ifdistill.benchmarks.checking.stats import aggregate, mcnemar_exact, paired_bootstrap, per_instruction_type
+from ifdistill.benchmarks.instruction_following.stats import aggregate, mcnemar_exact, paired_bootstrap, per_instruction_type
 
 __all__ = [
     "SCORER_VERSION",
