@@ -21,7 +21,7 @@ Layout::
      "nonfinite_skipped"?: [{"step": int, "quantity": "loss" | "gradient"}]}
 
 ``state``/``divergence`` and ``nonfinite_skipped`` are written by training's divergence guard
-(:mod:`ifdistill.train.divergence`): a run stopped on a non-finite value, and the steps it skipped.
+(:mod:`ifdistill.train.nonfinite`): a run stopped on a non-finite value, and the steps it skipped.
 
 ``checkpoints`` holds the evaluations with the run's ``eval`` section; a run that evaluates more
 benchmarks per checkpoint (``callbacks.checkpoint_eval.evals``) keeps each under ``evals/<name>``, and

@@ -8,7 +8,7 @@ directories are named by config hash, not by Hydra. State:
 - ``failed``    the last launch stopped on an error before or during training (``failure`` in
   ``run.json``: the cause, listed below the table);
 - ``diverged``  the last launch stopped on a non-finite loss, gradient or weight (``diverged`` in
-  ``run.json``: step and quantity; :mod:`ifdistill.train.divergence`);
+  ``run.json``: step and quantity; :mod:`ifdistill.train.nonfinite`);
 - ``running``   the last launch's process is alive on this host;
 - ``requeued``  the last launch saved its step on a requeue signal (time limit, preemption) and handed the
   job back (``stopped_at_step`` in ``run.json``); the next launch resumes there;

@@ -12,7 +12,7 @@ Re-running the same command after a crash resumes the run from its newest comple
 run directory is named by the config hash, see :mod:`ifdistill.runs.rundir`). A mistake the user can
 fix -- a config value, a data file, a model that is not here, a run directory in use, a full disk -- is
 printed as one line and exits 2 (``HYDRA_FULL_ERROR=1`` shows the traceback); a run that diverged
-(a non-finite loss, gradient or weight, :mod:`ifdistill.train.divergence`) prints one line and exits 3.
+(a non-finite loss, gradient or weight, :mod:`ifdistill.train.nonfinite`) prints one line and exits 3.
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ def user_errors() -> tuple[type[BaseException], ...]:
 
 
 def diverged() -> tuple[type[BaseException], ...]:
-    """:class:`~ifdistill.train.divergence.TrainingDiverged` when training got as far as loading it."""
-    module = sys.modules.get("ifdistill.train.divergence")
+    """:class:`~ifdistill.train.nonfinite.TrainingDiverged` when training got as far as loading it."""
+    module = sys.modules.get("ifdistill.train.nonfinite")
     return (module.TrainingDiverged,) if module is not None else ()
 
 
@@ -92,7 +92,7 @@ def _app(cfg: DictConfig) -> None:
     except diverged() as err:  # recorded in the run directory already; one line on rank 0, exit 3
         from lightning.fabric.utilities.rank_zero import _get_rank
 
-        from ifdistill.train.divergence import EXIT_DIVERGED
+        from ifdistill.train.nonfinite import EXIT_DIVERGED
 
         _fail(f"{err}", EXIT_DIVERGED, show=int(_get_rank() or 0) == 0)
     except user_errors() as err:

@@ -276,7 +276,7 @@ def check_extra_evals(tree: Mapping[str, Any]) -> list[str]:
 
 def check_divergence_policy(tree: Mapping[str, Any]) -> list[str]:
     """``run.on_nonfinite=skip`` needs an optimizer that steps from ``param.grad`` (not DeepSpeed's
-    partitions, :mod:`ifdistill.train.divergence`); ``run.resume_from`` names a run directory."""
+    partitions, :mod:`ifdistill.train.nonfinite`); ``run.resume_from`` names a run directory."""
     problems = []
     if lookup(tree, "run.on_nonfinite") == "skip" and "deepspeed" in strategy_name(tree).lower():
         problems.append("run.on_nonfinite=skip is not available with DeepSpeed (its optimizer steps from its "

@@ -13,7 +13,7 @@ config of their own. Order matters:
    (``run.resume``: ``auto`` resumes when one exists, ``never`` refuses an existing run, ``required``
    fails without one) -- re-running a crashed command therefore continues it; a run without checkpoints
    of its own starts from the newest one of ``run.resume_from`` (another run directory: after a
-   divergence, the same run with a changed learning rate, :mod:`ifdistill.train.divergence`);
+   divergence, the same run with a changed learning rate, :mod:`ifdistill.train.nonfinite`);
 3. build the datamodule, the module (``method`` group, ``_target_`` = the module class), callbacks
    (checkpointing + the ``callbacks`` group), loggers (``logger`` group) and the ``Trainer``
    (``trainer`` group, with the strategy it names);
@@ -127,7 +127,7 @@ def _callbacks(config: TrainConfig, run: RunInfo, *, progress_bar: bool, started
     from hydra.utils import get_class, instantiate
 
     from ifdistill.train.checkpointing import StepCheckpoint
-    from ifdistill.train.divergence import ConfiguredLearningRate, NonFiniteGuard
+    from ifdistill.train.nonfinite import ConfiguredLearningRate, NonFiniteGuard
     from ifdistill.train.preemption import RequeueOnSignal
 
     from ifdistill.train.progress import ProgressLog, StepProgressBar
@@ -189,8 +189,8 @@ def build_datamodule(config: TrainConfig, rd: Optional[RunDir] = None, data=None
 def start_checkpoint(origin: Path, digest: str) -> Path:
     """The checkpoint of run directory ``origin`` (``run.resume_from``) where a new run (another config
     hash: a changed learning rate after a divergence) starts: its newest, or the one it started from
-    (:func:`~ifdistill.train.divergence.last_finite_checkpoint`); read, never changed."""
-    from ifdistill.train.divergence import last_finite_checkpoint
+    (:func:`~ifdistill.train.nonfinite.last_finite_checkpoint`); read, never changed."""
+    from ifdistill.train.nonfinite import last_finite_checkpoint
 
     ckpt = last_finite_checkpoint(RunDir(origin))
     if ckpt is None:
@@ -278,7 +278,7 @@ def _train_locked(config: TrainConfig, rd: RunDir, rid: str, digest: str, lock: 
     import lightning.pytorch as pl
 
     from ifdistill.train.checkpointing import find_resume_checkpoint
-    from ifdistill.train.divergence import TrainingDiverged, record_divergence
+    from ifdistill.train.nonfinite import TrainingDiverged, record_divergence
     from ifdistill.train.preemption import RequeueOnSignal, TrainingPreempted
     from ifdistill.train.progress import want_progress_bar
     from ifdistill.runs.sweeps import swept_values
