@@ -178,7 +178,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     plain = OmegaConf.to_container(args)
     if add:
-        from ifdistill.cli.command_line import one_line
+        from ifdistill.command_line import one_line
 
         try:  # an unknown option or key: one line, before anything runs
             added_sections(OmegaConf.load(run.config_yaml), add)

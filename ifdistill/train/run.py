@@ -1,9 +1,9 @@
 """``train(config)``: build the data, module, callbacks, loggers and trainer from a
 :class:`~ifdistill.train.schemas.TrainConfig`, then fit.
 
-Kept apart from ``@hydra.main`` (``ifdistill/train/cli.py``, where the composed tree becomes the typed,
-preflight-checked config: :func:`ifdistill.train.cli.train_config`) so that tests and scripts call it with a
-config of their own. Order matters:
+Kept apart from ``@hydra.main`` (``ifdistill/cli/train.py``; the composed tree becomes the typed,
+preflight-checked config at :func:`ifdistill.train.config_edge.train_config`) so that tests and scripts call
+it with a config of their own. Order matters:
 
 1. everything that shows without a model is checked before the config exists
    (:mod:`ifdistill.train.preflight`), then :func:`check_run_dir`, so a typo fails in seconds and leaves
@@ -230,9 +230,9 @@ def build_trainer(trainer: Mapping[str, Any], overrides: dict[str, Any]):
 def train(config: TrainConfig, *, checked: bool = False) -> dict[str, Any]:
     """Train as configured; returns run id, hash, run dir, final step and the last logged metrics.
 
-    ``config`` passed preflight when it was made (:func:`ifdistill.train.cli.train_config`). ``checked``:
+    ``config`` passed preflight when it was made (:func:`ifdistill.train.config_edge.train_config`). ``checked``:
     :func:`check_run_dir` passed too (the CLI runs it first)."""
-    from ifdistill.cli.console import quiet_console
+    from ifdistill.console import quiet_console
     from ifdistill.train.progress import single_log_output
 
     if not checked:
@@ -324,7 +324,7 @@ def _train_locked(config: TrainConfig, rd: RunDir, rid: str, digest: str, lock: 
         trainer = build_trainer(config.trainer, overrides)
         hashed = hashed_config(config.tree, hash_ignore(config.tree))
         for lg in loggers:  # the config that defines the run, with its identity, in every logger (W&B config)
-            # sweep/<key>: what ifdistill.tracking.wandb_view groups by
+            # sweep/<key>: what ifdistill.cli.wandb_view groups by
             lg.log_hyperparams({"run_id": rid, "config_hash": digest, **hashed, **swept_values(config.tree)})
         settle()  # the heavy modules are in: freeze them, resume the collector (ifdistill.startup_heap)
         trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt) if ckpt else None)

@@ -80,7 +80,7 @@ for _name, _schema in SCHEMAS.items():
 @dataclass
 class TrainConfig:
     """One training job's configuration, typed and checked (built at the command's edge by
-    :func:`ifdistill.train.cli.train_config`, after preflight).
+    :func:`ifdistill.train.config_edge.train_config`, after preflight).
 
     The plain-data sections are their schemas' objects; the sections that build objects (``method``,
     ``trainer``, ``logger``, ``callbacks``) and ``data`` (typed by the data layer,

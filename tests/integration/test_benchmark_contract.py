@@ -120,7 +120,7 @@ def _log_to_wandb(results: dict, out: Path, wandb_dir: Path, monkeypatch) -> dic
 
 def _status_table(results: dict, out: Path, root: Path, capsys) -> str:
     from ifdistill.results import run_metrics
-    from ifdistill.results.status import main
+    from ifdistill.cli.status import main
 
     run = root / "run"
     (run / "checkpoints").mkdir(parents=True)
@@ -135,7 +135,7 @@ def _status_table(results: dict, out: Path, root: Path, capsys) -> str:
 def test_every_benchmark_through_every_consumer(name, tmp_path, monkeypatch, capsys):
     from ifdistill.results.page import Column, PageOptions, build_page
     from ifdistill.tracking.wandb_offline import load_table
-    from ifdistill.tracking.wandb_view import instruction_ids
+    from ifdistill.cli.wandb_view import instruction_ids
 
     bench = registry.get(name)
     out, results, samples = _evaluate(name, tmp_path)

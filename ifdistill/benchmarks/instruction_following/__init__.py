@@ -4,7 +4,8 @@
   (with :mod:`.langdetect_fast`): sentences, words, capital words, language.
 - :mod:`.lookup`: the checker of an instruction id, from the tables of every instruction benchmark the
   registry knows; :mod:`.scoring`: strict and loose decisions, whole rows with validation;
-  :mod:`.stats`: aggregates with standard errors; :mod:`.cli`: ``ifdistill-score``.
+  :mod:`.stats`: aggregates with standard errors (``ifdistill-score``, :mod:`ifdistill.cli.score`, scores a
+  file of responses with them).
 - :mod:`.instruction_benchmark`: the registration both benchmarks extend (the plan over ``eval.data``'s
   rows, scoring, results.json) and :mod:`.schema`, its results.json and samples.jsonl.
 

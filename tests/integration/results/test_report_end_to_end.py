@@ -94,7 +94,7 @@ def _run_dir(root: Path, name: str, method: str, seed: int, steps: dict[int, str
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "MPLBACKEND": "Agg"}
-    return subprocess.run([sys.executable, "-m", "ifdistill.results.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "ifdistill.cli.report", *args], capture_output=True, text=True,
                           env=env, cwd=REPO, timeout=300)
 
 

@@ -150,7 +150,7 @@ def test_another_benchmarks_section_is_refused_before_anything_runs(overrides, o
 def test_a_training_config_with_another_benchmarks_section_fails_preflight(override):
     """The run's ``eval`` and an extra section of the checkpoint evaluations alike."""
     from tests.unit.train.test_preflight import cfg_of
-    from ifdistill.train.cli import train_config
+    from ifdistill.train.config_edge import train_config
     from ifdistill.train.preflight import PreflightError
 
     if override.startswith("+eval@"):

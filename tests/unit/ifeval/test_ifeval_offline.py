@@ -10,7 +10,7 @@ def test_import_is_light():
     proc = run_python(
         """
         import sys
-        import ifdistill.benchmarks.ifeval, ifdistill.benchmarks.instruction_following, ifdistill.benchmarks.instruction_following.cli, ifdistill.benchmarks.instruction_following.stats
+        import ifdistill.benchmarks.ifeval, ifdistill.benchmarks.instruction_following, ifdistill.cli.score, ifdistill.benchmarks.instruction_following.stats
         heavy = [m for m in ("nltk", "langdetect", "lm_eval", "numpy", "torch") if m in sys.modules]
         print(heavy)
         """

@@ -34,7 +34,7 @@ from typing import Any, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from ifdistill.cli.cli_args import ArgumentParser
+from ifdistill.command_line import ArgumentParser
 from ifdistill.benchmarks import registry
 from ifdistill.runs.sweeps import run_config_key, swept_keys
 
