@@ -31,7 +31,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable
 
-from ifdistill.config import ConfigError, check_sections, lookup, strategy_name
+from ifdistill.config import ConfigError, check_sections, lookup
+from ifdistill.train.strategy_settings import strategy_name
 
 SAMPLE_ROWS = 50  # rows of each local data file loaded (and so validated) before training starts
 # Top-level keys of conf/train.yaml and its groups; anything else is a typo (`+lr=1e-3`).
