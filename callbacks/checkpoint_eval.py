@@ -121,7 +121,7 @@ class CheckpointEvalCallback(Callback):
         left = [f"step {s}: exported, not evaluated" for s in self.evaluations.unevaluated_exports()]
         if self._due(step, max_steps) and step not in self.run.dir.finished_exports():
             left.append(f"step {step}: checkpointed, not exported")
-        from ifdistill.runs.wandb_offline import WandbFilesBusy
+        from ifdistill.tracking.wandb_offline import WandbFilesBusy
 
         try:
             left += [f"step {s}{f' ({name})' if name else ''}: in metrics.json, not in W&B"

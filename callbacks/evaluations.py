@@ -17,7 +17,7 @@ group, a SLURM job); and every outcome is recorded:
 Results reach ``metrics.json`` first, then the loggers; W&B writes its offline file in 32 KiB blocks, so
 a process killed after a result landed leaves ``metrics.json`` holding rows its W&B folder lacks.
 :meth:`CheckpointEvaluations.log_unlogged` compares the two -- ``metrics.json`` against what the run's
-W&B folders of earlier launches hold (:func:`~ifdistill.runs.wandb_offline.logged_steps`) -- and
+W&B folders of earlier launches hold (:func:`~ifdistill.tracking.wandb_offline.logged_steps`) -- and
 logs each missing row at its step into the resumed W&B run, so every evaluation is in W&B exactly once.
 
 Several benchmarks per checkpoint: ``evals`` maps a name to an eval section; the run's ``eval``
@@ -36,12 +36,12 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 
 from ifdistill.callbacks.eval_jobs import EvalEvent, EvalJob, EvalQueue
 from ifdistill.callbacks.eval_logging import LoggingError, evaluation_line, log_evaluation
-from ifdistill.evaluator.benchmark import namespace, namespaces
+from ifdistill.benchmarks.registry import namespace, namespaces
 from ifdistill.evaluator.output import read_results_json
 from ifdistill.evaluator.results import remove_partials
 from ifdistill.results import run_metrics
 from ifdistill.runs.rundir import RunDir
-from ifdistill.runs.wandb_offline import WandbFilesBusy, logged_steps
+from ifdistill.tracking.wandb_offline import WandbFilesBusy, logged_steps
 from ifdistill.train.loggers import is_wandb
 
 CommandBuilder = Callable[..., tuple[list[str], dict[str, str]]]
@@ -145,7 +145,7 @@ class CheckpointEvaluations:
         added too) that the run's W&B folders lack, oldest step first; empty without a W&B logger among
         ``loggers``. The folders of W&B runs the loggers have open (this launch's) are not read; an earlier
         launch's folder whose file a live process still holds raises
-        :class:`~ifdistill.runs.wandb_offline.WandbFilesBusy`."""
+        :class:`~ifdistill.tracking.wandb_offline.WandbFilesBusy`."""
         loggers = [lg for lg in loggers if is_wandb(lg)]
         if not loggers:
             return []

@@ -46,7 +46,7 @@ STEPS, EVERY, SEEDS = 20, 5, (1, 2, 3)
 
 
 def command(out: Path, vllm: bool, extra: list[str]) -> list[str]:
-    return [sys.executable, "-m", "ifdistill.train.cli", "-m", "experiment=demo", f"seed={','.join(map(str, SEEDS))}",
+    return [sys.executable, "-m", "ifdistill.cli.train", "-m", "experiment=demo", f"seed={','.join(map(str, SEEDS))}",
             f"trainer.max_steps={STEPS}", "callbacks=checkpoint_eval", f"run.checkpoint_every_n_steps={EVERY}",
             f"callbacks.checkpoint_eval.every_n_steps={EVERY}", "eval.data.max_examples=8",
             "eval.generation.max_new_tokens=32", "logger=wandb", "eval.runtime.progress=false",
@@ -217,7 +217,7 @@ def launch(out: Path, cmd: list[str], n: int, point: Optional[str], rng: random.
 def observe(out: Path) -> dict:
     """Per run: launches, W&B folders, steps in metrics.json, W&B rows per step, W&B groups."""
     sys.path.insert(0, str(ROOT))
-    from ifdistill.runs.wandb_offline import find_run_dirs, logged_steps, parse_run_file, run_file
+    from ifdistill.tracking.wandb_offline import find_run_dirs, logged_steps, parse_run_file, run_file
 
     seen = {}
     for run in runs(out):
@@ -230,7 +230,7 @@ def observe(out: Path) -> dict:
 
 
 def status(out: Path) -> dict[str, dict]:
-    proc = subprocess.run([sys.executable, "-m", "ifdistill.results.status", "--json", str(out / "sweep")],
+    proc = subprocess.run([sys.executable, "-m", "ifdistill.cli.status", "--json", str(out / "sweep")],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     return {Path(r["dir"]).name: r for r in map(json.loads, proc.stdout.splitlines())}
 

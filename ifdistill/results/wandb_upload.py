@@ -3,7 +3,7 @@
 Why a run of its own rather than writing into the training runs: a report compares several runs, and
 re-opening finished training runs to add comparison tables would change their history. Offline mode
 (``WANDB_MODE=offline`` or ``mode="offline"``) writes the run under ``<dir>/wandb`` for a later
-``wandb sync``; :mod:`ifdistill.runs.wandb_offline` reads it back in tests.
+``wandb sync``; :mod:`ifdistill.tracking.wandb_offline` reads it back in tests.
 
 Logged: ``report/runs``, ``report/deltas``, ``report/per_instruction_type``, ``report/seed_groups``
 (tables with the CSV files' columns), the results page's ``report/page`` and ``report/page_deltas``

@@ -1,2 +1,2 @@
-"""W&B: ``ifdistill-wandb-view``, the saved workspace view of a sweep (:mod:`.wandb_view`). A run's offline
-W&B files are read back by :mod:`ifdistill.runs.wandb_offline`, below the callbacks that need it."""
+"""W&B: a run's offline files read back without a server (:mod:`.wandb_offline`): what a test asserts on,
+and which evaluations a relaunch finds missing from W&B."""

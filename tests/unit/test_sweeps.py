@@ -13,7 +13,7 @@ from omegaconf import OmegaConf, open_dict
 
 import ifdistill.conf  # noqa: F401  (registers the schemas the configs extend: the module passes alone)
 import ifdistill.config  # noqa: F401  (registers the resolvers the configs use)
-from ifdistill.config import sweep_name
+from ifdistill.runs.sweeps import sweep_name
 from ifdistill.runs.sweeps import check_launch
 
 CONF = Path(__file__).resolve().parents[2] / "conf"

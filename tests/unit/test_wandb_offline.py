@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ifdistill.runs.wandb_offline import find_run_dirs, load_table, read_run
+from ifdistill.tracking.wandb_offline import find_run_dirs, load_table, read_run
 
 
 @pytest.fixture
@@ -71,7 +71,7 @@ def test_a_killed_writers_file_counts_its_complete_records_only(wandb_env, tmp_p
     """A file cut anywhere -- inside a record, at a block boundary, after the header -- reads as the
     records before the cut (what ``wandb sync`` has of it), and ``logged_steps`` counts the evaluation rows
     of every folder; a folder whose writer died before creating its file counts nothing."""
-    from ifdistill.runs.wandb_offline import (BLOCK, NotFlushedError, iter_records, logged_steps, parse_run_file,
+    from ifdistill.tracking.wandb_offline import (BLOCK, NotFlushedError, iter_records, logged_steps, parse_run_file,
                                               run_file)
 
     folder = _logged_run(wandb_env / "whole", rows=400)
@@ -104,7 +104,7 @@ def test_a_file_another_process_holds_open_is_waited_for(wandb_env):
     import subprocess
     import sys
 
-    from ifdistill.runs.wandb_offline import WandbFilesBusy, logged_steps, run_file, writers
+    from ifdistill.tracking.wandb_offline import WandbFilesBusy, logged_steps, run_file, writers
 
     folder = _logged_run(wandb_env / "w", rows=3)
     path = run_file(folder)
@@ -128,7 +128,7 @@ def test_rows_logged_before_a_kill_are_not_in_the_file(tmp_path):
     import subprocess
     import sys
 
-    from ifdistill.runs.wandb_offline import logged_steps, run_file
+    from ifdistill.tracking.wandb_offline import logged_steps, run_file
 
     code = ("import os, time, wandb\n"
             f"run = wandb.init(project='t', dir={str(tmp_path)!r}, id='k1', mode='offline')\n"

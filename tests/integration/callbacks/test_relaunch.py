@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from ifdistill.results.status import run_status
-from ifdistill.runs.wandb_offline import find_run_dirs, logged_steps, parse_run_file, run_file
+from ifdistill.cli.status import run_status
+from ifdistill.tracking.wandb_offline import find_run_dirs, logged_steps, parse_run_file, run_file
 
 pytestmark = [pytest.mark.slow]
 
@@ -43,7 +43,7 @@ def _train(out: Path) -> subprocess.CompletedProcess:
     env.update(WANDB_MODE="offline", WANDB_SILENT="true", PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
     kill = [f"+callbacks.kill_point._target_={KILL}", f"+callbacks.kill_point.marker={out / 'killed'}",
             "+callbacks.kill_point.landed=[2]"]
-    return subprocess.run([sys.executable, "-m", "ifdistill.train.cli", *ARGS, *kill, f"paths.output_root={out}"],
+    return subprocess.run([sys.executable, "-m", "ifdistill.cli.train", *ARGS, *kill, f"paths.output_root={out}"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 

@@ -58,7 +58,7 @@ def test_training_run_evaluates_its_checkpoint_as_a_slurm_job(slurm, tmp_path):
     config and the collection path are the same)."""
     import json
 
-    from ifdistill.runs.wandb_offline import find_run_dirs, read_run
+    from ifdistill.tracking.wandb_offline import find_run_dirs, read_run
 
     out = tmp_path / "run"
     argv = [str(Path(sys.executable).parent / "ifdistill-train"), "experiment=demo", "logger=wandb",
@@ -95,7 +95,7 @@ def test_a_checkpoint_backfilled_through_slurm_lands_like_a_callback_evaluation(
     difference is the ``source`` (and the runner's own files, the .sbatch script)."""
     import json
 
-    from ifdistill.runs.wandb_offline import find_run_dirs, read_run
+    from ifdistill.tracking.wandb_offline import find_run_dirs, read_run
 
     out = tmp_path / "run"
     bin_dir = Path(sys.executable).parent

@@ -18,7 +18,7 @@ from ifdistill.callbacks.eval_logging import log_evaluation
 from ifdistill.evaluator.results import publish
 from ifdistill.results import run_metrics
 from ifdistill.runs.rundir import RunDir, RunInfo
-from ifdistill.runs.wandb_offline import logged_steps
+from ifdistill.tracking.wandb_offline import logged_steps
 
 
 def _results(acc: float) -> dict:

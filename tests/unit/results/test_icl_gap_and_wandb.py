@@ -7,7 +7,7 @@ import math
 import pytest
 
 from ifdistill.results import icl_gap
-from ifdistill.results.cli import main, write_report
+from ifdistill.cli.report import main, write_report
 from ifdistill.results.report import ReportOptions
 
 from tests.unit.results.result_files import simple_rows, write_eval_dir, write_scenario
@@ -51,7 +51,7 @@ def test_wandb_upload_offline_has_tables_and_images(tmp_path, monkeypatch):
     import wandb
 
     from ifdistill.results import page_render
-    from ifdistill.runs.wandb_offline import find_run_dirs, load_table, read_run
+    from ifdistill.tracking.wandb_offline import find_run_dirs, load_table, read_run
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")

@@ -1,6 +1,6 @@
 """Launches that follow one another in one process (a local sweep) each get their own W&B run.
 
-Real ``WandbLogger``s, offline, read back with :mod:`ifdistill.runs.wandb_offline`; no training.
+Real ``WandbLogger``s, offline, read back with :mod:`ifdistill.tracking.wandb_offline`; no training.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from ifdistill.runs.rundir import RunDir
 from ifdistill.train.loggers import build_loggers, close_loggers
-from ifdistill.runs.wandb_offline import find_run_dirs, read_run
+from ifdistill.tracking.wandb_offline import find_run_dirs, read_run
 
 
 @pytest.fixture
