@@ -138,8 +138,7 @@ def backfill(run_dir: str | os.PathLike, *, steps: Optional[Sequence[int]] = Non
                 continue
             print(f"[backfill] step {step}: evaluating {exports[step]}", flush=True)
             evaluations.land(evaluations.submit(step, exports[step]), loggers)
-        events = queue.drain(float("inf"))
-        evaluations.land(events, loggers)
+        events = queue.drain(float("inf"), each=lambda new: evaluations.land(new, loggers))
         for ev in events:
             if ev.kind == "ok":
                 outcome[ev.job.step] = "ok"

@@ -205,7 +205,7 @@ class CheckpointEvalCallback(Callback):
         """Wait up to ``final_wait_s`` for the queued evaluations, then record what is still missing."""
         if not trainer.is_global_zero:
             return
-        self._land(trainer, self.evaluations.queue.drain(self.final_wait_s))
+        self.evaluations.queue.drain(self.final_wait_s, each=lambda events: self._land(trainer, events))
         left = self.evaluations.queue.abandon()
         self.evaluations.queue.close()
         missing = sorted({j.step for j in left} | set(self.evaluations.missing))

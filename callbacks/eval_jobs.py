@@ -116,14 +116,20 @@ class EvalQueue:
     def busy(self) -> bool:
         return bool(self.running or self.pending)
 
-    def drain(self, timeout_s: float) -> list[EvalEvent]:
-        """Wait up to ``timeout_s`` for every job; returns all events (unfinished jobs stay queued)."""
+    def drain(self, timeout_s: float, each: Callable[[list[EvalEvent]], None] | None = None) -> list[EvalEvent]:
+        """Wait up to ``timeout_s`` for every job; returns all events (unfinished jobs stay queued). ``each``
+        receives the new events as they come, so a caller records each result when it is there, not at the
+        end (a process killed while it waits loses none it was given)."""
         deadline = self.clock() + timeout_s
-        events = self.poll()
-        while self.busy() and self.clock() < deadline:
+        events: list[EvalEvent] = []
+        while True:
+            new = self.poll()
+            if new and each is not None:
+                each(new)
+            events += new
+            if not self.busy() or self.clock() >= deadline:
+                return events
             time.sleep(self.poll_interval_s)
-            events += self.poll()
-        return events
 
     def abandon(self) -> list[EvalJob]:
         """Kill running jobs and forget waiting ones; returns them (the caller records them as missing)."""

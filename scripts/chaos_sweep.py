@@ -7,10 +7,10 @@ The sweep is issue 60's three-job sweep on the tiny model, at a smaller size::
       run.checkpoint_every_n_steps=5 callbacks.checkpoint_eval.every_n_steps=5 eval.data.max_examples=8
       eval.generation.max_new_tokens=32 logger=wandb eval.backend=hf hydra.sweep.dir=OUT/sweep ...
 
-Each launch of it gets one kill point, drawn with the seed from :data:`POINTS` (``--kills`` launches),
-and the command is run again until it exits 0 once the kill points are spent. A point fires when the run
-directories reach its state (polled every 50 ms) and kills the trainer (the sweep's process: its
-evaluators die with it) or an evaluator of this launch. Checked:
+``--kills`` kill points are drawn with the seed from :data:`POINTS`; each launch waits for the next one's
+state (the run directories and processes, polled every 50 ms), which kills the trainer (the sweep's process:
+its evaluators die with it; the launch ends) or an evaluator of this launch (the launch goes on, waiting for
+the next point). The command is run again until it exits 0 with the points spent (or the sweep done). Checked:
 
 - after every launch: no W&B row twice; a finished run without open failures misses no evaluation;
 - once it exits 0: every run finished; no temp file of an interrupted write anywhere; each step the
@@ -78,7 +78,7 @@ def evaluators(out: Path) -> list[tuple[int, str]]:
             argv = [a.decode(errors="replace") for a in (proc / "cmdline").read_bytes().split(b"\0")]
         except OSError:
             continue
-        if "ifdistill.evaluator.cli" in argv:
+        if argv[1:3] == ["-m", "ifdistill.evaluator.cli"]:  # the evaluator, not its supervisor
             out_dir = next((a.split("=", 1)[1].strip("'") for a in argv if a.startswith("output_dir=")), "")
             if out_dir.startswith(str(out)):
                 found.append((int(proc.name), out_dir))
@@ -99,7 +99,7 @@ class Launch:
     log: Path
     started: float
     delay: float  # a random moment for the timed points
-    landed_at_start: dict[str, int] = field(default_factory=dict)
+    landed_at_start: dict[str, set[str]] = field(default_factory=dict)
     stale: set[int] = field(default_factory=set)  # evaluators of a killed launch, still stopping
     seen_evaluators: dict[int, float] = field(default_factory=dict)
     killed_evaluators: dict[str, int] = field(default_factory=dict)
@@ -119,9 +119,9 @@ def _final_evaluation_running(l: Launch) -> Optional[str]:
 
 def _result_landed(l: Launch) -> Optional[str]:
     for run in runs(l.out):
-        done = metrics(run).get("checkpoints") or {}
-        if len(done) > l.landed_at_start.get(run.name, 0):
-            return f"{run.name}: step {max(map(int, done))} landed in metrics.json, W&B not written"
+        new = sorted(set(metrics(run).get("checkpoints") or {}) - l.landed_at_start.get(run.name, set()), key=int)
+        if new:
+            return f"{run.name}: step {', '.join(new)} landed in metrics.json, W&B not written"
     return None
 
 
@@ -188,7 +188,10 @@ DID = {"resumed": re.compile(r"resuming from (step=\d+\.ckpt)"),
        "missing at end": re.compile(r"evaluations still missing for steps (\[[^\]]*\])")}
 
 
-def launch(out: Path, cmd: list[str], n: int, point: Optional[str], rng: random.Random) -> dict:
+def launch(out: Path, cmd: list[str], n: int, plan: list[str], rng: random.Random) -> dict:
+    """Run the command once; the kill points at the head of ``plan`` fire in turn as their states come (an
+    evaluator's leaves the launch running, so the next point is waited for; a trainer's ends it); a point
+    that did not fire stays in ``plan`` for the next launch."""
     log = out / "launches" / f"{n:02d}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONUNBUFFERED": "1",
@@ -196,20 +199,27 @@ def launch(out: Path, cmd: list[str], n: int, point: Optional[str], rng: random.
     with open(log, "w") as sink:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT)
     state = Launch(out, proc, log, time.monotonic(), rng.uniform(8, 90),
-                   {r.name: len(metrics(r).get("checkpoints") or {}) for r in runs(out)},
+                   {r.name: set(metrics(r).get("checkpoints") or {}) for r in runs(out)},
                    {pid for pid, _ in evaluators(out)})
-    fired = None
+    fired = []
     while proc.poll() is None:
-        if point and not fired:
-            target, check = POINTS[point]
-            fired = check(state)
-            if fired and target == TRAINER:
-                proc.send_signal(signal.SIGKILL)
+        if plan:
+            target, check = POINTS[plan[0]]
+            where = check(state)
+            if where:
+                fired.append(f"{plan.pop(0)}: {where}")
+                state.seen_evaluators.clear()
+                state.killed_evaluators.clear()
+                state.delay = rng.uniform(8, 90)
+                if target == TRAINER:
+                    proc.send_signal(signal.SIGKILL)
+                    proc.wait()
+                    break
         time.sleep(0.05)
     text = state.output()
     did = {k: sorted(set(m.group(1) for m in r.finditer(text))) if r.groups else len(r.findall(text))
            for k, r in DID.items()}
-    return {"n": n, "point": point, "fired": fired, "exit": proc.returncode, "seconds": round(time.monotonic() - state.started),
+    return {"n": n, "fired": fired, "exit": proc.returncode, "seconds": round(time.monotonic() - state.started),
             "did": {k: v for k, v in did.items() if v}}
 
 
@@ -317,21 +327,24 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"chaos_sweep seed {args.seed}: {' '.join(cmd[3:])}\nplan: {', '.join(plan)}", flush=True)
     t0, problems, n = time.monotonic(), [], 0
 
-    def run_once(point: Optional[str]) -> dict:
+    def run_once(points: list[str]) -> dict:
         nonlocal n
         n += 1
-        report = launch(out, cmd, n, point, rng)
+        report = launch(out, cmd, n, points, rng)
         print(json.dumps(report), flush=True)
         problems.extend(f"after launch {n}: {p}" for p in invariants(out))
         return report
 
     while n < args.max_launches:  # the kill points, then until the command exits 0
-        if run_once(plan.pop(0) if plan else None)["exit"] == 0 and not plan:
-            break
+        report = run_once(plan)
+        if report["exit"] == 0 and (not plan or report["did"].get("nothing to do", 0) == len(SEEDS)):
+            break  # done, or done before the points left could come: they are reported as not reached
+    if plan:
+        print(f"kill points not reached (the sweep was done): {', '.join(plan)}", flush=True)
     problems += [f"when it first exited 0: {p}" for p in converged_checks(out)]
     before_last = observe(out)
     for _ in range(3):  # until a launch finds nothing to do in any job
-        if run_once(None)["did"].get("nothing to do", 0) == len(SEEDS):
+        if run_once([])["did"].get("nothing to do", 0) == len(SEEDS):
             break
         before_last = observe(out)
     else:

@@ -55,6 +55,17 @@ def test_success_is_reported_once(tmp_path):
     assert q.poll() == []
 
 
+def test_drain_hands_each_result_over_as_it_comes(tmp_path):
+    """While it waits, each finished job is handed over at once (the caller records it), not when the last
+    one is done: a process killed in the wait keeps every result it was given."""
+    q = EvalQueue(poll_interval_s=0.05)
+    q.submit(_job(tmp_path, 10, "ok"))
+    q.submit(_job(tmp_path, 20, "slow", FAKE_SLEEP="1"))
+    seen = []
+    events = q.drain(30, each=lambda new: seen.append((_kinds(new), (tmp_path / "evals" / "step_000020").exists())))
+    assert seen == [([("ok", 10)], False), ([("ok", 20)], True)] and _kinds(events) == [("ok", 10), ("ok", 20)]
+
+
 def test_crash_is_recorded_then_retried(tmp_path):
     q = EvalQueue(retries=1, poll_interval_s=0.05)
     q.submit(_job(tmp_path, 20, "crash_once"))
