@@ -17,7 +17,10 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from ifdistill.results.cli import main, write_report
+from ifdistill.results import page_render, runs
+from ifdistill.results.cli import main
+from ifdistill.results.page import build_page
+from ifdistill.results.report import group_labels
 
 from tests.unit.results.result_files import skilled_rows, write_eval_dir, write_run_dir
 
@@ -96,8 +99,9 @@ def _dirs(root, method):
     return [root / "sweep" / f"{method}_s{s}" / "evals" / "step_000100" for s in SEEDS]
 
 
-def test_seed_groups_se_counts_the_spread_across_seeds(pilot, tmp_path):
-    page = write_report([pilot / "sweep"], tmp_path / "report", base_model=pilot / "base")["report"]["page"]
+def test_seed_groups_se_counts_the_spread_across_seeds(pilot):
+    loaded = runs.load_all([pilot / "sweep"])
+    page = build_page(loaded, [pilot / "base"], labels=group_labels(loaded))
     base = _prompt_matrix([pilot / "base"])
     groups = {g["label"]: g for g in page["seed_groups"]}
     assert set(groups) == {"sft", "distill"}
@@ -113,7 +117,7 @@ def test_seed_groups_se_counts_the_spread_across_seeds(pilot, tmp_path):
         gain = want["delta"] >= 2 * want["se"]
         assert groups[method]["verdict"]["verdict"] == ("wins" if gain else "underpowered" if 100 * want["mde"] > 5
                                                         else "no clear gain")
-    md = (tmp_path / "report" / "report.md").read_text()
+    md = "\n".join(page_render.render_markdown(page))
     want = _expected(_prompt_matrix(_dirs(pilot, "sft")), base, b_trained=False)
     assert f"{100 * want['delta']:+.2f} ± {100 * want['se']:.2f} (MDE {100 * want['mde']:.2f})" in \
         md.split("### Seed groups against base")[1]
