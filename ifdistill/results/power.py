@@ -31,8 +31,9 @@ prompts is ``theta_r - theta``; with one seed this is the cluster-robust ratio s
 
 **Planning** (:func:`design`): the pilot's components predict the variance of a design with ``n`` prompts
 and ``k`` seeds per trained arm, ``V(n, k) = var_D / n + sum_arms (var_e / (n k) + var_s / k)`` with
-``var_D = S_D - sum var_e / k_pilot`` (the prompts' own part), and the rule detects ``effect`` at the power
-when ``(k + z) * sqrt(V) <= effect``. Seeds: the fewest for which some ``n`` within the benchmark's size
+``var_D = S_D - sum var_e / k_pilot`` (the prompts' own part; for pass/fail outcomes at least
+``|effect| (1 - |effect|)`` less the interaction, the least a 0/1 difference with that mean can vary), and
+the rule detects ``effect`` at the power when ``(k + z) * sqrt(V) <= effect``. Seeds: the fewest for which some ``n`` within the benchmark's size
 does; prompts: the fewest at those seeds.
 """
 
@@ -92,6 +93,7 @@ class Components:
     inter_var: tuple[float | None, float | None]  # MS_inter per arm (None: one seed, not separable)
     seed_var: tuple[float | None, float | None]  # var(s) per arm (None: one seed, not measured)
     discordant: tuple[int, int] | None  # (gained, lost) prompts: one seed per arm and 0/1 outcomes
+    binary: bool = False  # every outcome 0 or 1, one per prompt (prompt level)
 
     @property
     def se(self) -> float:
@@ -133,36 +135,44 @@ def crossed(a: Arm, b: Arm) -> Components | None:
     mean_a, inter_a, seed_a = _arm_terms(u_a, n)
     mean_b, inter_b, seed_b = _arm_terms(u_b, n)
     prompt_var = sum((x - y) ** 2 for x, y in zip(mean_a, mean_b)) / (n - 1)
+    binary = all(x == 1 for x in m) and all(o[key][0] in (0, 1) for o in evaluations for key in keys)
     discordant = None
-    if len(a.seeds) == len(b.seeds) == 1 and all(x == 1 for x in m) and \
-            all(o[key][0] in (0, 1) for o in evaluations for key in keys):
+    if binary and len(a.seeds) == len(b.seeds) == 1:
         pairs = [(a.seeds[0][key][0], b.seeds[0][key][0]) for key in keys]
         discordant = (sum(x > y for x, y in pairs), sum(x < y for x, y in pairs))
     return Components(delta=theta_a - theta_b, n=n, seeds=(len(a.seeds), len(b.seeds)), trained=(a.trained, b.trained),
                       prompt_var=prompt_var, inter_var=(inter_a, inter_b), seed_var=(seed_a, seed_b),
-                      discordant=discordant)
+                      discordant=discordant, binary=binary)
 
 
-def _planned_parts(c: Components) -> tuple[float, float, float]:
+def _planned_parts(c: Components, effect: float) -> tuple[float, float, float]:
     """``(var_D, sum var_e, sum var_s)`` a design scales: the prompts' own variance (``S_D`` less the
-    interaction the pilot's seeds separated), and the trained arms' interaction and seed variances."""
+    interaction the pilot's seeds separated), and the trained arms' interaction and seed variances.
+
+    Pass/fail outcomes bound the variance from below: a difference of 0/1 outcomes with mean ``effect``
+    has variance at least ``|effect| (1 - |effect|)`` (every discordant prompt going the effect's way), so
+    a pilot with fewer discordant prompts than the effect needs plans with that floor."""
     inter = sum(v / k for v, k in zip(c.inter_var, c.seeds) if v is not None)
     var_d = max(0.0, c.prompt_var - inter)
+    if c.binary:
+        floor = abs(effect) * (1 - abs(effect))
+        var_d = max(var_d, floor - sum(v for v in c.inter_var if v is not None))
     trained_inter = sum(v for v, t in zip(c.inter_var, c.trained) if v is not None and t)
     trained_seed = sum(v for v, t in zip(c.seed_var, c.trained) if v is not None and t)
     return var_d, trained_inter, trained_seed
 
 
-def planned_se(c: Components, n: int, k: int) -> float:
-    """The standard error a design of ``n`` prompts and ``k`` seeds per trained arm is expected to have."""
-    var_d, inter, seed = _planned_parts(c)
+def planned_se(c: Components, n: int, k: int, effect: float) -> float:
+    """The standard error a design of ``n`` prompts and ``k`` seeds per trained arm is expected to have
+    when the effect is ``effect``."""
+    var_d, inter, seed = _planned_parts(c, effect)
     return math.sqrt(var_d / n + inter / (n * k) + seed / k)
 
 
 def prompts_needed(c: Components, effect: float, k: int, threshold: float = NOISE_SE,
                    power: float = POWER) -> int | None:
     """The fewest prompts for which ``k`` seeds detect ``effect`` (None: no number of prompts can)."""
-    var_d, inter, seed = _planned_parts(c)
+    var_d, inter, seed = _planned_parts(c, effect)
     q = multiplier(threshold, power) ** 2
     room = effect ** 2 - q * seed / k
     if room <= 0:
@@ -190,9 +200,9 @@ def design(c: Components, effect: float, available: int | None, threshold: float
                     for j in range(k + 1, min(k + ALTERNATIVES, last) + 1)]
             more = [m for m in more if m["prompts"] < n]  # only where more seeds spare prompts
             return {"enough": True, "prompts": n, "seeds": k, "prompts_one_seed": one, "more_seeds": more,
-                    "mde": mde(planned_se(c, n, k), threshold, power)}
+                    "mde": mde(planned_se(c, n, k, effect), threshold, power)}
     n_all = available if available is not None else c.n
-    mde_limit = multiplier(threshold, power) * math.sqrt(_planned_parts(c)[0] / n_all)
+    mde_limit = multiplier(threshold, power) * math.sqrt(_planned_parts(c, effect)[0] / n_all)
     return {"enough": False, "prompts": None, "seeds": None, "prompts_one_seed": one, "mde": None,
             "limit": "prompts" if mde_limit >= effect else "seeds", "max_seeds": max_seeds, "available": n_all,
-            "mde_all": mde(planned_se(c, n_all, 1), threshold, power), "mde_limit": mde_limit}
+            "mde_all": mde(planned_se(c, n_all, 1, effect), threshold, power), "mde_limit": mde_limit}

@@ -71,12 +71,15 @@ def _key_columns(runs: Sequence[Run], limit: int) -> list[str]:
 
 def group_labels(runs: Sequence[Run], key_columns: Sequence[str] | None = None) -> dict[str, str]:
     """A name per seed group: its method and the key config values that tell the runs apart
-    (``key_columns``; default the report's, :func:`_key_columns`), e.g. ``sft ratio=0.18``."""
+    (``key_columns``; default the report's, :func:`_key_columns`), e.g. ``sft ratio=0.18`` -- those every run
+    has (one method's own settings, absent from the others', are the method's name already)."""
     from ifdistill.results.tables import value
 
     keys = _key_columns(runs, ReportOptions.max_key_columns) if key_columns is None else key_columns
-    return {r.group_hash: " ".join([r.method or r.kind] + [f"{k}={value(r.key_values.get(k, run_config.flatten(r.config).get(k)))}"
-                                                           for k in keys]) for r in runs}
+    values = {id(r): {k: r.key_values.get(k, run_config.flatten(r.config).get(k)) for k in keys} for r in runs}
+    shared = [k for k in keys if all(values[id(r)][k] is not None for r in runs)]
+    return {r.group_hash: " ".join([r.method or r.kind] + [f"{k}={value(values[id(r)][k])}" for k in shared])
+            for r in runs}
 
 
 def report_columns(runs: Sequence[Run]) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ from ifdistill.results.cli import main
 from ifdistill.results.page import build_page
 from ifdistill.results.report import group_labels
 
-from tests.unit.results.result_files import skilled_rows, write_eval_dir, write_run_dir
+from tests.unit.results.result_files import simple_rows, skilled_rows, write_eval_dir, write_run_dir
 
 N = 150
 EFFECT = 0.05  # 5 points
@@ -82,6 +82,7 @@ def _expected(a, b, b_trained=True):
     (inter_a, seed_a), (inter_b, seed_b) = _anova(a), _anova(b)
     se = math.sqrt(s_d / N + seed_a / len(a) + seed_b / len(b))
     var_d = max(0.0, s_d - inter_a / len(a) - inter_b / len(b))
+    var_d = max(var_d, EFFECT * (1 - EFFECT) - inter_a - inter_b)  # the least a 0/1 difference of 5 points varies
     inter, seed = inter_a + (inter_b if b_trained else 0), seed_a + (seed_b if b_trained else 0)
 
     def prompts(k):
@@ -173,14 +174,14 @@ def test_a_benchmark_too_small_for_the_effect(tmp_path, capsys):
     """60 prompts in all: the pilot's discordance asks for more at 5 points; the plan says so, with the MDE
     all 60 could reach: (2 + z_0.8) sqrt(var / 60)."""
     data = _data_file(tmp_path / "small.jsonl", 60)
-    base_rows, run_rows = skilled_rows(60, 0.3), skilled_rows(60, 0.36, jitter_seed=5)
+    base_rows, run_rows = skilled_rows(60, 0.3), skilled_rows(60, 0.45, jitter_seed=5)
     write_eval_dir(tmp_path / "base", base_rows, **data)
     write_run_dir(tmp_path / "run", run_id="run", seed=1, config={"lr": 1e-4}, checkpoints={10: run_rows}, **data)
     assert main(["plan", str(tmp_path / "run"), "--base-model", str(tmp_path / "base"), "--effect", "5",
                  "--columns", "ifeval:prompt_level_strict_acc", "-o", str(tmp_path / "plan")]) == 0
     a = np.array([float(r["strict_prompt"]) for r in run_rows]) - np.array([float(r["strict_prompt"]) for r in base_rows])
     var = a.var(ddof=1)
-    assert MDE_SE ** 2 * var / EFFECT ** 2 > 60
+    assert MDE_SE ** 2 * var / EFFECT ** 2 > 60 and var > EFFECT * (1 - EFFECT)  # the pilot's own variance
     c = json.loads((tmp_path / "plan" / "plan.json").read_text())["comparisons"][0]["columns"]["prompt_level_strict_acc"]
     assert c["available"] == 60 and c["design"]["enough"] is False and c["design"]["limit"] == "prompts"
     assert c["design"]["mde_limit"] == pytest.approx(MDE_SE * math.sqrt(var / 60), abs=TOL)
@@ -195,3 +196,19 @@ def test_plan_refuses_what_it_cannot_plan(pilot, tmp_path, capsys):
                  "--compare", "nosuch:base"]) == 2
     assert "'nosuch' names no seed group" in capsys.readouterr().err
     assert main(["plan", str(pilot / "sweep"), "--base-model", str(pilot / "base"), "--effect", "-1"]) == 2
+
+
+def test_a_pilot_with_fewer_discordant_prompts_than_the_effect_plans_with_the_floor(tmp_path):
+    """One prompt of 48 gained, none lost: the pilot's per-prompt variance (1 - 48 delta^2) / 47 = 0.0204 is
+    below what a 0/1 difference with a mean of 5 points must have, 0.05 x 0.95; the plan takes the latter:
+    ceil(2.8416^2 x 0.0475 / 0.0025) prompts."""
+    base = [i < 6 for i in range(48)]
+    write_eval_dir(tmp_path / "base", simple_rows(base))
+    write_run_dir(tmp_path / "run", run_id="run", seed=1, config={"lr": 1e-4},
+                  checkpoints={12: simple_rows([i < 7 for i in range(48)])})
+    assert main(["plan", str(tmp_path / "run"), "--base-model", str(tmp_path / "base"), "--effect", "5",
+                 "--columns", "ifeval:prompt_level_strict_acc", "--available", "ifeval=541", "-o", str(tmp_path / "p")]) == 0
+    c = json.loads((tmp_path / "p" / "plan.json").read_text())["comparisons"][0]["columns"]["prompt_level_strict_acc"]
+    assert c["discordant"] == [1, 0] and c["prompt_var"] == pytest.approx((1 - 48 * (1 / 48) ** 2) / 47, abs=TOL)
+    x = MDE_SE ** 2 * EFFECT * (1 - EFFECT) / EFFECT ** 2
+    assert c["design"]["prompts"] == math.ceil(x) and c["available"] == 541
