@@ -26,7 +26,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ifdistill.evaluator import benchmark as registry
+from ifdistill.benchmarks import registry
+from ifdistill.benchmarks.base import short_name
 from ifdistill.evaluator import output as eval_output
 from ifdistill.results import paired, run_config
 from ifdistill.results.report import json_safe
@@ -85,7 +86,7 @@ def render_markdown(gap: dict[str, Any]) -> str:
     kk = k["k"] if k["k"] is not None else "k"
     fraction = gap["fraction"]  # per metric: percent and percentage points, else the metric's own unit
     header = ["metric", f"{kz}-shot", f"{kk}-shot", "gap (pp)" if all(fraction.values()) else "gap (pp for percentages)"]
-    rows = [[registry.short_name(m), *(cell({"fraction": fraction[m]}, side["metrics"].get(m), side["metrics"].get(f"{m}_stderr"))
+    rows = [[short_name(m), *(cell({"fraction": fraction[m]}, side["metrics"].get(m), side["metrics"].get(f"{m}_stderr"))
                                        for side in (z, k)), delta_cell({"fraction": fraction[m]}, d)]
             for m, d in g["metrics"].items()]
     kinds = sorted({d["se_kind"] for d in g["metrics"].values()}) or ["unpaired"]

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ifdistill.evaluator import benchmark as registry
+from ifdistill.benchmarks import registry
 from ifdistill.evaluator import output as eval_output
 from ifdistill.results import page, power
 from ifdistill.results import runs as runs_mod

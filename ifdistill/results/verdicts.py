@@ -2,7 +2,7 @@
 
 - **wins**: a gain in the gain column beyond the noise threshold (``flat`` False) and no other column
   worse beyond it (each column in its better direction,
-  :meth:`~ifdistill.evaluator.benchmark.Benchmark.is_higher_better`);
+  :meth:`~ifdistill.benchmarks.base.Benchmark.is_higher_better`);
 - **forgetting**: the gain with such a regression (named: ``down: ...``);
 - **unverified gain**: the gain with other columns missing or evaluated with another eval config (named);
 - without a gain, what the comparison could have seen decides between two verdicts: the gain column's
@@ -26,14 +26,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ifdistill.evaluator import benchmark as registry
+from ifdistill.benchmarks import registry
 
 #: The target effect of a column of fractions, in percentage points.
 DEFAULT_TARGET_POINTS = 5.0
 
 
 def _better(column: Any, delta: float) -> float:
-    """``delta`` signed so that positive is better (:meth:`~ifdistill.evaluator.benchmark.Benchmark.is_higher_better`)."""
+    """``delta`` signed so that positive is better (:meth:`~ifdistill.benchmarks.base.Benchmark.is_higher_better`)."""
     return delta if registry.get(column.benchmark).is_higher_better(column.metric) else -delta
 
 

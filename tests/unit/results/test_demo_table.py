@@ -11,7 +11,7 @@ import math
 import statistics
 from statistics import NormalDist
 
-from ifdistill.programs import demo
+from ifdistill.cli import demo
 from ifdistill.results import run_metrics
 
 from tests.unit.results.result_files import sample, write_run_dir

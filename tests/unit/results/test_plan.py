@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from ifdistill.results import page_render, runs
-from ifdistill.results.cli import main
+from ifdistill.cli.report import main
 from ifdistill.results.page import build_page
 from ifdistill.results.report import group_labels
 
