@@ -117,15 +117,16 @@ def plan_column(a: _Side, b: _Side, column: page.Column, samples: page.Samples, 
     if available is None:
         available = available_prompts(cells_a[0]["results_dir"])
     tokens = [t for t in (_tokens_per_prompt(c["results_dir"]) for c in cells_a + cells_b) if t is not None]
-    flat = parts.prompt_var == 0 and not any(parts.seed_var)
+    flat = parts.prompt_var == 0 and not any(parts.seed_var)  # pass/fail: planned from the floor (power.py)
     unmeasured = any(t and k == 1 for t, k in zip(parts.trained, parts.seeds))
     return {"problem": None, "fraction": fraction, "n": parts.n, "seeds": list(parts.seeds), "delta": parts.delta,
             "seed_spread_measured": not unmeasured,
             "se": parts.se, "mde": power.mde(parts.se, threshold, power_level), "discordant": parts.discordant,
             "prompt_var": parts.prompt_var, "seed_sd": [None if v is None else v ** 0.5 for v in parts.seed_var],
             "available": available, "tokens_per_prompt": sum(tokens) / len(tokens) if tokens else None,
-            "design": None if flat else power.design(parts, unit, available, threshold, power_level),
-            "note": "no per-prompt difference in the pilot: nothing to plan from" if flat else ""}
+            "design": None if flat and not parts.binary else power.design(parts, unit, available, threshold, power_level),
+            "note": ("" if not flat else "no discordant prompt in the pilot: planned from the least variance the effect has"
+                     if parts.binary else "no per-prompt difference in the pilot: nothing to plan from")}
 
 
 def build_plan(inputs: Sequence[str | os.PathLike], base_model: str | os.PathLike | None, effect: float, *,
@@ -176,7 +177,7 @@ def _design_text(c: dict[str, Any], effect: float) -> tuple[str, str, str]:
     if d is None:
         return "–", "–", c["note"]
     if d["enough"]:
-        note = f"detects {_x(d['mde'], f)}{unit}" + "".join(f"; {m['seeds']} seeds: {m['prompts']} prompts"
+        note = (f"{c['note']}; " if c["note"] else "") + f"detects {_x(d['mde'], f)}{unit}" + "".join(f"; {m['seeds']} seeds: {m['prompts']} prompts"
                                                            for m in d["more_seeds"])
         if not c["seed_spread_measured"]:
             note += "; seed spread not measured (a trained side has one seed)"
