@@ -117,16 +117,17 @@ def plan_column(a: _Side, b: _Side, column: page.Column, samples: page.Samples, 
     if available is None:
         available = available_prompts(cells_a[0]["results_dir"])
     tokens = [t for t in (_tokens_per_prompt(c["results_dir"]) for c in cells_a + cells_b) if t is not None]
-    flat = parts.prompt_var == 0 and not any(parts.seed_var)  # pass/fail: planned from the floor (power.py)
-    unmeasured = any(t and k == 1 for t, k in zip(parts.trained, parts.seeds))
+    note, design = "", power.design(parts, unit, available, threshold, power_level)
+    if parts.prompt_var == 0 and not any(parts.seed_var):  # pass/fail outcomes still have the floor (power.py)
+        note = "no discordant prompt in the pilot: planned from the least variance the effect has" if parts.binary \
+            else "no per-prompt difference in the pilot: nothing to plan from"
+        design = design if parts.binary else None
     return {"problem": None, "fraction": fraction, "n": parts.n, "seeds": list(parts.seeds), "delta": parts.delta,
-            "seed_spread_measured": not unmeasured,
             "se": parts.se, "mde": power.mde(parts.se, threshold, power_level), "discordant": parts.discordant,
             "prompt_var": parts.prompt_var, "seed_sd": [None if v is None else v ** 0.5 for v in parts.seed_var],
+            "seed_spread_measured": not any(t and k == 1 for t, k in zip(parts.trained, parts.seeds)),
             "available": available, "tokens_per_prompt": sum(tokens) / len(tokens) if tokens else None,
-            "design": None if flat and not parts.binary else power.design(parts, unit, available, threshold, power_level),
-            "note": ("" if not flat else "no discordant prompt in the pilot: planned from the least variance the effect has"
-                     if parts.binary else "no per-prompt difference in the pilot: nothing to plan from")}
+            "design": design, "note": note}
 
 
 def build_plan(inputs: Sequence[str | os.PathLike], base_model: str | os.PathLike | None, effect: float, *,
@@ -153,10 +154,13 @@ def build_plan(inputs: Sequence[str | os.PathLike], base_model: str | os.PathLik
     if not pairs or not chosen:
         raise ValueError("plan: the pilot has no evaluated run" if not pairs else "plan: no column to plan")
     samples, available = page.Samples(), dict(available or {})
+
+    def column(a: _Side, b: _Side, c: page.Column) -> dict[str, Any]:
+        prompts = available.get(c.label, available.get(c.benchmark))
+        return plan_column(a, b, c, samples, effect, prompts, threshold, power_level)
+
     comparisons = [{"a": a.label, "b": b.label, "runs": [r.name for r in a.rows + b.rows],
-                    "columns": {c.label: plan_column(a, b, c, samples, effect, available.get(c.label, available.get(c.benchmark)),
-                                                     threshold, power_level) for c in chosen}}
-                   for a, b in pairs]
+                    "columns": {c.label: column(a, b, c) for c in chosen}} for a, b in pairs]
     z = power.z_power(power_level)
     return {"effect": effect, "power": power_level, "threshold": threshold, "multiplier": threshold + z,
             "assumptions": [a.format(k=threshold, power=power_level, z=z) for a in ASSUMPTIONS],
@@ -177,16 +181,16 @@ def _design_text(c: dict[str, Any], effect: float) -> tuple[str, str, str]:
     if d is None:
         return "–", "–", c["note"]
     if d["enough"]:
-        note = (f"{c['note']}; " if c["note"] else "") + f"detects {_x(d['mde'], f)}{unit}" + "".join(f"; {m['seeds']} seeds: {m['prompts']} prompts"
-                                                           for m in d["more_seeds"])
+        notes = [c["note"]] if c["note"] else []
+        notes += [f"detects {_x(d['mde'], f)}{unit}"] + [f"{m['seeds']} seeds: {m['prompts']} prompts" for m in d["more_seeds"]]
         if not c["seed_spread_measured"]:
-            note += "; seed spread not measured (a trained side has one seed)"
-        return str(d["prompts"]), str(d["seeds"]), note
+            notes.append("seed spread not measured (a trained side has one seed)")
+        return str(d["prompts"]), str(d["seeds"]), "; ".join(notes)
     if d["limit"] == "prompts":
-        return (f"> {d['available']}", "–", f"even all {d['available']} prompts are not enough: with any number of seeds "
-                f"they detect at best {_x(d['mde_limit'], f)}{unit} (one seed: {_x(d['mde_all'], f)}{unit})")
-    return (str(d["available"]), f"> {d['max_seeds']}", f"the spread across seeds needs more than {d['max_seeds']} seeds "
-            f"for {effect:g}{unit}")
+        return (f"> {d['available']}", "–", f"even all {d['available']} prompts are not enough: with any number of "
+                f"seeds they detect at best {_x(d['mde_limit'], f)}{unit} (one seed: {_x(d['mde_all'], f)}{unit})")
+    return (str(d["available"]), f"> {d['max_seeds']}",
+            f"the spread across seeds needs more than {d['max_seeds']} seeds for {effect:g}{unit}")
 
 
 def render_markdown(plan: dict[str, Any]) -> str:

@@ -33,8 +33,8 @@ prompts is ``theta_r - theta``; with one seed this is the cluster-robust ratio s
 and ``k`` seeds per trained arm, ``V(n, k) = var_D / n + sum_arms (var_e / (n k) + var_s / k)`` with
 ``var_D = S_D - sum var_e / k_pilot`` (the prompts' own part; for pass/fail outcomes at least
 ``|effect| (1 - |effect|)`` less the interaction, the least a 0/1 difference with that mean can vary), and
-the rule detects ``effect`` at the power when ``(k + z) * sqrt(V) <= effect``. Seeds: the fewest for which some ``n`` within the benchmark's size
-does; prompts: the fewest at those seeds.
+the rule detects ``effect`` at the power when ``(k + z) * sqrt(V) <= effect``. Seeds: the fewest for which
+some ``n`` within the benchmark's size does; prompts: the fewest at those seeds.
 """
 
 from __future__ import annotations
