@@ -78,11 +78,13 @@ def _legend(page: dict) -> str:
         rule = "No verdicts: no gain column (the page has no IFEval column; --gain-column names one). "
     else:
         fraction = next(c["fraction"] for c in page["columns"] if c["label"] == gain)
-        line = f"the target effect, {target:g}{' points' if fraction else ''}" if target is not None else "any size"
+        without = (f"no clear gain when its MDE is at most the target effect, {target:g}{' points' if fraction else ''} "
+                   "(it could have detected that), else underpowered (effects under its MDE are invisible here)"
+                   if target is not None else "no clear gain, its MDE beside it (--target-effect sets the line to "
+                   "underpowered)")
         rule = (f"Verdict against base: a gain in {gain} beyond {k:g} se and no other column worse beyond {k:g} se "
                 "(each in its better direction) wins; the gain with a regression is forgetting, with a column "
-                f"missing an unverified gain. Without a gain: no clear gain when its MDE is at most {line} (it "
-                "could have detected that), else underpowered (effects under its MDE are invisible here). ")
+                f"missing an unverified gain. Without a gain: {without}. ")
     return (f"Percent ± standard error at each run's final evaluation (a metric that is not a fraction in its own "
             f"unit, four decimals). Deltas in percentage points (own unit) ± the "
             f"standard error of the difference, paired per prompt/document where both sides have samples, "
