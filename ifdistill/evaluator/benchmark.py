@@ -65,6 +65,8 @@ class Benchmark:
     #: Whether samples.jsonl rows are per-prompt strict/loose decisions that pair by key
     #: (:func:`ifdistill.evaluator.output.read_samples`); else rows pair per document by their ``metrics``.
     prompt_decisions: bool = False
+    #: Whether it scores k responses per prompt (``eval.generation.samples``, reliable@k); else k > 1 is refused.
+    samples_per_prompt: bool = False
     #: Whether the metrics are fractions in [0, 1] (tables show them as percentages).
     fractions: bool = False
     #: The offline copy of its rows, relative to the shared data folder (:func:`ifdistill.paths.shared_data_dir`).
@@ -164,6 +166,12 @@ class Benchmark:
         percentage points, any other metric in its own unit (a mean word count stays a count). Default
         :attr:`fractions`; a benchmark whose metrics mix both says which."""
         return self.fractions
+
+    def is_prompt_decision(self, metric: str) -> bool:
+        """Whether ``metric`` is made of samples.jsonl's per-prompt strict/loose decisions, so a paired difference
+        reads those (:func:`ifdistill.results.paired.metric_delta`); any other metric pairs on each document's
+        own value (:meth:`document_values`). Default :attr:`prompt_decisions`."""
+        return self.prompt_decisions
 
     def is_higher_better(self, metric: str) -> bool:
         """Whether a larger ``metric`` is better (the page's verdicts, rankings). Default :attr:`higher_is_better`."""
