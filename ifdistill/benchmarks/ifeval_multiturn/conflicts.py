@@ -2,16 +2,18 @@
 
 Two instructions *conflict* when one response cannot be expected to follow both, or when following one
 decides the other: google's IFEval (``instruction_following_eval/instructions_registry.py``,
-``INSTRUCTION_CONFLICTS`` passed through ``conflict_make``) lists them per instruction, and IFEval's prompts
-were composed so that no prompt holds a conflicting pair. The table below is that table for the 25
-instructions IFEval's prompts use; :func:`conflicts` applies ``conflict_make``'s two rules: every instruction
-conflicts with itself, and a conflict listed one way holds both ways.
+``INSTRUCTION_CONFLICTS`` passed through ``conflict_make``) lists them per instruction, the rule its generator
+of instruction combinations follows. The table below is that table for the 25 instructions IFEval's prompts
+use; :func:`conflicts` applies ``conflict_make``'s two rules: every instruction conflicts with itself, and a
+conflict listed one way holds both ways.
 
 The multi-turn benchmark draws each conversation's new constraint only among the instructions that conflict
-with none of turn 1's (:mod:`ifdistill.benchmarks.ifeval_multiturn.conversations`), so persistence -- the
-final reply follows the new constraint *and* turn 1's -- is always satisfiable by the table's standard. The
-table knows types, not values: two instructions of different types whose values contradict (at least 300
-words, then fewer than 5 sentences) are not a conflict by it.
+with none of turn 1's (:mod:`ifdistill.benchmarks.ifeval_multiturn.conversations`), so the new constraint
+never contradicts the old ones by the table's standard. Turn 1 is IFEval's as published: 29 of its 541 prompts
+hold a pair the table calls conflicting (mostly one type twice, such as two word counts), so persistence
+there is as hard as IFEval's own prompt level. The table knows types, not values: two instructions of
+different types whose values contradict (at least 300 words, then fewer than 5 sentences) are not a conflict
+by it.
 """
 
 from __future__ import annotations
