@@ -26,7 +26,22 @@ for _m in METRICS:
     _metrics_props[f"{_m}_count"] = _COUNT
 _metrics_props.update(num_prompts={"type": "integer", "minimum": 1}, num_instructions={"type": "integer", "minimum": 1})
 _REQUIRED_METRICS = list(_metrics_props)
-for _m in RELIABILITY_METRICS:  # only with k responses per prompt (eval.generation.samples)
+
+
+def _optional_metrics() -> list[str]:
+    """The metrics an instruction benchmark's results.json may hold beside the four: reliable@k with k responses
+    per prompt, and each registered instruction benchmark's own scores (its ``metric_names``)."""
+    from ifdistill.benchmarks.checking.instruction_benchmark import InstructionBenchmark
+    from ifdistill.evaluator import benchmark as registry
+
+    names = dict.fromkeys(RELIABILITY_METRICS)
+    for bench in registry.ordered():
+        if isinstance(bench, InstructionBenchmark):
+            names.update(dict.fromkeys(m for m in bench.metric_names if m not in METRICS))
+    return list(names)
+
+
+for _m in _optional_metrics():
     _metrics_props[_m] = {"type": "number", "minimum": 0, "maximum": 1}
     _metrics_props[f"{_m}_stderr"] = _NUM
 _FRACTION = {"type": ["number", "null"], "minimum": 0, "maximum": 1}
@@ -38,8 +53,7 @@ RESULTS_SCHEMA: dict[str, Any] = {
         "schema_version": {"enum": [RESULTS_SCHEMA_VERSION]},
         "eval_config_hash": {"type": "string", "pattern": "^[0-9a-f]{16}$"},
         "fingerprint": {"type": "object"},
-        # a benchmark's own scores (InstructionBenchmark.own_scores) beside them: fractions and standard errors
-        "metrics": _obj(_metrics_props, required=_REQUIRED_METRICS, extra=_FRACTION),
+        "metrics": _obj(_metrics_props, required=_REQUIRED_METRICS),
         "per_instruction_type": {"type": "object", "additionalProperties": _obj({
             "strict_acc": {"type": "number", "minimum": 0, "maximum": 1},
             "loose_acc": {"type": "number", "minimum": 0, "maximum": 1},

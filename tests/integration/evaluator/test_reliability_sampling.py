@@ -17,7 +17,7 @@ import json
 
 import pytest
 
-from ifdistill.benchmarks.checking.schema import SAMPLE_SCHEMA, validate
+from ifdistill.benchmarks.checking.schema import SAMPLE_SCHEMA, validate  # validate(doc): results.json's schema
 from ifdistill.evaluator.backends import make_backend
 from ifdistill.evaluator.cli import load_config
 from ifdistill.evaluator.output import read_results
@@ -77,6 +77,7 @@ def test_reliable_at_k_is_at_most_the_mean_pass_rate(runs):
     results, rows = runs[K]
     m = results["metrics"]
     assert results["counts"]["samples_per_prompt"] == K and results["fingerprint"]["generation"]["samples"] == K
+    validate(results)
     for row in rows:
         validate(row, SAMPLE_SCHEMA)
         assert len(row["responses"]) == K and len({r["seed"] for r in row["responses"]}) == K

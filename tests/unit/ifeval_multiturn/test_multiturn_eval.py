@@ -1,5 +1,6 @@
-"""The multi-turn benchmark's phase 1 (``prepare``, no engine): the whole conversation rendered by the model's
-chat template (Qwen3's real one, checked against its documented layout), and what enters eval_config_hash."""
+"""The multi-turn benchmark: the whole conversation rendered by the model's chat template (Qwen3's real one,
+checked against its documented layout), what enters eval_config_hash (``prepare``, no engine), and both scores
+of an evaluation on the tiny model (transformers, seconds) recomputed from its rows."""
 
 from __future__ import annotations
 
@@ -95,3 +96,25 @@ def test_the_default_data_is_ifevals_shared_copy_and_gpt4s_responses(tmp_path):
     identity = _plan(tmp_path).data.identity
     assert [f["path"] for f in identity["files"]] == [str(shared_data_dir() / "ifeval" / "input_data.jsonl")]
     assert identity["responses"]["path"] == str(GPT4) and identity["responses"]["rows"] == 541
+
+
+def test_an_evaluation_scores_isolation_and_persistence_from_each_replys_decisions(tmp_path):
+    from ifdistill.benchmarks.checking.schema import SAMPLE_SCHEMA, validate
+    from ifdistill.evaluator.output import read_results
+    from ifdistill.evaluator.run import evaluate
+
+    out = tmp_path / "eval"
+    evaluate(load_config([*BASE, "eval.data.max_examples=4", "eval.generation.max_new_tokens=8", "eval.backend=hf",
+                          "eval.runtime.progress=false"], output_dir=str(out)))
+    results, rows = read_results(out)
+    validate(results)
+    assert results["counts"]["persistence_conversations"] == len(rows) == 4 and results["counts"]["skipped_rows"] == 0
+    for row in rows:
+        validate(row, SAMPLE_SCHEMA)
+        assert row["new_instruction_ids"] == row["instruction_id_list"][-1:]
+        for mode in ("strict", "loose"):
+            assert row["metrics"][f"isolation_{mode}_acc"] == float(row[f"{mode}_inst"][-1])
+            assert row["metrics"][f"persistence_{mode}_acc"] == float(all(row[f"{mode}_inst"]))
+    for name in ("isolation_strict_acc", "persistence_strict_acc", "isolation_loose_acc", "persistence_loose_acc"):
+        assert results["metrics"][name] == sum(r["metrics"][name] for r in rows) / 4
+    assert results["metrics"]["persistence_strict_acc"] == results["metrics"]["prompt_level_strict_acc"]
