@@ -194,6 +194,8 @@ def eval_settings(node: Any) -> EvalSettings:
         g.strip_thinking = bool(g.enable_thinking)
     if g.max_new_tokens < 1:
         raise ConfigError(f"eval.generation.max_new_tokens must be >= 1, got {g.max_new_tokens}")
+    if not g.greedy and g.temperature <= 0:
+        raise ConfigError(f"eval.generation.temperature must be > 0 when sampling (greedy: false), got {g.temperature}")
     if g.samples < 1:
         raise ConfigError(f"eval.generation.samples must be >= 1, got {g.samples}")
     if g.samples > 1 and g.greedy:

@@ -67,6 +67,7 @@ def test_sample_0_has_a_single_evaluations_seed_and_every_other_its_own():
 @pytest.mark.parametrize("overrides, message", [
     (["eval.generation.samples=0"], "eval.generation.samples must be >= 1, got 0"),
     (["eval.generation.samples=4"], "eval.generation.samples=4 needs eval.generation.greedy=false"),
+    (["eval.generation.greedy=false", "eval.generation.temperature=0"], "temperature must be > 0 when sampling"),
     (["eval=lmeval", "eval.generation.greedy=false", "eval.generation.samples=4"],
      "benchmark lmeval scores one response per prompt"),
     (["eval=judge", "eval.generation.greedy=false", "eval.generation.samples=2"],
