@@ -123,3 +123,31 @@ def test_seeded_sampling_keeps_the_tokens_transformers_warpers_keep():
         assert (drawn <= allowed).all()  # never a token the warpers removed
         if top_k or top_p < 1.0:
             assert drawn[allowed].float().mean() > 0.5  # and the kept ones are drawn
+
+
+def test_deltas_of_reliable_at_k_pair_on_each_prompts_own_value():
+    """Between two k-runs, reliable@k and the pass rate pair by prompt on the rows' own values (``metrics``);
+    the four IFEval aggregates still pair on the decisions. Hand-made rows, so the numbers are known."""
+    from ifdistill.evaluator.output import PromptResult
+    from ifdistill.results.paired import compare
+
+    def rows(values):
+        return [PromptResult(key=str(i), instruction_ids=("punctuation:no_comma",), strict_inst=(v >= 0.5,),
+                             loose_inst=(v >= 0.5,), strict_prompt=v >= 0.5, loose_prompt=v >= 0.5,
+                             values={"pass_rate_strict": v, "reliable_at_k_strict": float(v == 1.0)})
+                for i, v in enumerate(values)]
+
+    run, ref = rows([1.0, 1.0, 0.5, 0.25]), rows([1.0, 0.5, 0.5, 0.0])
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    metrics = {"pass_rate_strict": mean([1.0, 1.0, 0.5, 0.25]), "reliable_at_k_strict": 0.5,
+               "prompt_level_strict_acc": 0.75}
+    ref_metrics = {"pass_rate_strict": mean([1.0, 0.5, 0.5, 0.0]), "reliable_at_k_strict": 0.25,
+                   "prompt_level_strict_acc": 0.75}
+    out = compare(metrics, run, ref_metrics, ref, benchmark="ifeval", metrics=list(metrics), n_resamples=10)
+    d = out["metrics"]
+    diffs = [0.0, 0.5, 0.0, 0.25]  # per-prompt pass-rate differences
+    assert d["pass_rate_strict"]["se_kind"] == "paired"
+    assert d["pass_rate_strict"]["delta"] == pytest.approx(mean(diffs))
+    assert d["pass_rate_strict"]["se"] == pytest.approx(statistics.stdev(diffs) / 2, rel=1e-12)  # sd / sqrt(4)
+    assert d["reliable_at_k_strict"]["delta"] == pytest.approx(0.25) and d["reliable_at_k_strict"]["se_kind"] == "paired"
+    assert d["prompt_level_strict_acc"]["delta"] == 0 and d["prompt_level_strict_acc"]["se_kind"] == "paired"
