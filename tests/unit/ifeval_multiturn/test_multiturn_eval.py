@@ -98,23 +98,29 @@ def test_the_default_data_is_ifevals_shared_copy_and_gpt4s_responses(tmp_path):
     assert identity["responses"]["path"] == str(GPT4) and identity["responses"]["rows"] == 541
 
 
-def test_an_evaluation_scores_isolation_and_persistence_from_each_replys_decisions(tmp_path):
-    from ifdistill.benchmarks.checking.schema import SAMPLE_SCHEMA, validate
-    from ifdistill.evaluator.output import read_results
-    from ifdistill.evaluator.run import evaluate
+def test_both_scores_and_their_standard_errors_from_each_replys_decisions():
+    """own_scores on scored rows: each row's own isolation / persistence, then their shares with the binomial
+    standard error; a published conversation (nothing carried) has isolation only. (The tiny model's replies go
+    through it in the contract test, tests/integration/test_benchmark_contract.py.)"""
+    import math
+    import types
 
-    out = tmp_path / "eval"
-    evaluate(load_config([*BASE, "eval.data.max_examples=4", "eval.generation.max_new_tokens=8", "eval.backend=hf",
-                          "eval.runtime.progress=false"], output_dir=str(out)))
-    results, rows = read_results(out)
-    validate(results)
-    assert results["counts"]["persistence_conversations"] == len(rows) == 4 and results["counts"]["skipped_rows"] == 0
-    for row in rows:
-        validate(row, SAMPLE_SCHEMA)
-        assert row["new_instruction_ids"] == row["instruction_id_list"][-1:]
-        for mode in ("strict", "loose"):
-            assert row["metrics"][f"isolation_{mode}_acc"] == float(row[f"{mode}_inst"][-1])
-            assert row["metrics"][f"persistence_{mode}_acc"] == float(all(row[f"{mode}_inst"]))
-    for name in ("isolation_strict_acc", "persistence_strict_acc", "isolation_loose_acc", "persistence_loose_acc"):
-        assert results["metrics"][name] == sum(r["metrics"][name] for r in rows) / 4
-    assert results["metrics"]["persistence_strict_acc"] == results["metrics"]["prompt_level_strict_acc"]
+    from ifdistill.evaluator import benchmark as registry
+
+    def row(key, strict, loose):
+        return {"key": key, "instruction_id_list": ["a", "b", "new"][-len(strict):], "strict_inst": strict,
+                "loose_inst": loose}
+
+    rows = [row("1", [True, True, True], [True, True, True]), row("2", [False, True, True], [True, True, True]),
+            row("3", [True, True, False], [True, True, True]), row("4", [True, False], [True, True])]
+    plan = types.SimpleNamespace(carried={"1": 2, "2": 2, "3": 2, "4": 0}, skipped=["9"])
+    metrics, counts = registry.get("ifeval_multiturn").own_scores(plan, rows)
+    assert [r["metrics"]["isolation_strict_acc"] for r in rows] == [1.0, 1.0, 0.0, 0.0]
+    assert [r["metrics"].get("persistence_strict_acc") for r in rows] == [1.0, 0.0, 0.0, None]
+    assert rows[0]["new_instruction_ids"] == ["new"] and rows[3]["new_instruction_ids"] == ["b", "new"]
+    assert metrics["isolation_strict_acc"] == 0.5 and metrics["isolation_loose_acc"] == 1.0
+    assert metrics["persistence_strict_acc"] == 1 / 3 and metrics["persistence_loose_acc"] == 1.0
+    # sqrt(p (1 - p) / (n - 1)); the tolerance: the two orders of the same three float operations
+    assert metrics["isolation_strict_acc_stderr"] == pytest.approx(math.sqrt(0.5 * 0.5 / 3), rel=1e-15)
+    assert metrics["persistence_strict_acc_stderr"] == pytest.approx(math.sqrt((1 / 3) * (2 / 3) / 2), rel=1e-15)
+    assert counts == {"persistence_conversations": 3, "skipped_rows": 1}
