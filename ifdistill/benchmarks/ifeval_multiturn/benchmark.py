@@ -1,11 +1,11 @@
-"""The multi-turn benchmark's registration (:mod:`ifdistill.evaluator.benchmark`): does a model follow a
+"""The multi-turn benchmark's registration (:mod:`ifdistill.benchmarks.registry`): does a model follow a
 constraint that arrives in a later turn, and does it keep the earlier ones?
 
 Each item is a conversation (:mod:`~ifdistill.benchmarks.ifeval_multiturn.conversations`): an IFEval prompt,
 a fixed assistant answer to it, and a user turn adding one new constraint; the model writes the final reply
 only, after the whole conversation rendered by its chat template. The reply is scored with IFEval's checkers
 on every instruction of the conversation (the plan, scorer and results of
-:class:`~ifdistill.benchmarks.checking.instruction_benchmark.InstructionBenchmark`), and two scores of its own
+:class:`~ifdistill.benchmarks.instruction_following.instruction_benchmark.InstructionBenchmark`), and two scores of its own
 are made of those decisions, strict and loose:
 
 - **isolation** (``isolation_<mode>_acc``): the reply follows the final turn's constraint(s);
@@ -25,12 +25,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ifdistill.benchmarks.checking.instruction_benchmark import InstructionBenchmark, check_row, scorer_version
-from ifdistill.benchmarks.checking.reliability import RELIABILITY_METRICS
-from ifdistill.benchmarks.checking.stats import METRICS
+from ifdistill.benchmarks.instruction_following.instruction_benchmark import InstructionBenchmark, check_row, scorer_version
+from ifdistill.benchmarks.instruction_following.reliability import RELIABILITY_METRICS
+from ifdistill.benchmarks.instruction_following.stats import METRICS
 from ifdistill.benchmarks.ifeval_multiturn import conflicts
 from ifdistill.benchmarks.ifeval_multiturn.settings import SECTIONS
-from ifdistill.evaluator.benchmark import register
+from ifdistill.benchmarks.registry import register
 from ifdistill.statistics import binomial_stderr
 
 if TYPE_CHECKING:

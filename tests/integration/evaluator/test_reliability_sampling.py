@@ -17,7 +17,7 @@ import json
 
 import pytest
 
-from ifdistill.benchmarks.checking.schema import SAMPLE_SCHEMA, validate  # validate(doc): results.json's schema
+from ifdistill.benchmarks.instruction_following.schema import SAMPLE_SCHEMA, validate  # validate(doc): results.json's schema
 from ifdistill.evaluator.backends import make_backend
 from ifdistill.evaluator.cli import load_config
 from ifdistill.evaluator.output import read_results

@@ -9,8 +9,8 @@ import statistics
 
 import pytest
 
-from ifdistill.benchmarks.checking.reliability import RELIABILITY_METRICS, prompt_values, reliability
-from ifdistill.benchmarks.checking.stats import aggregate
+from ifdistill.benchmarks.instruction_following.reliability import RELIABILITY_METRICS, prompt_values, reliability
+from ifdistill.benchmarks.instruction_following.stats import aggregate
 from ifdistill.config import ConfigError
 from ifdistill.evaluator.cli import load_config
 from ifdistill.evaluator.generation import request_seed, sample_seed

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ifdistill.benchmarks.checking.scoring import build_instructions, score_response
+from ifdistill.benchmarks.instruction_following.scoring import build_instructions, score_response
 from ifdistill.benchmarks.ifeval_multiturn import conflicts, conversations
 from ifdistill.benchmarks.ifeval_multiturn.benchmark import conversation_scores
 from ifdistill.benchmarks.ifeval_multiturn.wording import TURN, WORDINGS

@@ -105,7 +105,7 @@ def test_both_scores_and_their_standard_errors_from_each_replys_decisions():
     import math
     import types
 
-    from ifdistill.evaluator import benchmark as registry
+    from ifdistill.benchmarks import registry
 
     def row(key, strict, loose):
         return {"key": key, "instruction_id_list": ["a", "b", "new"][-len(strict):], "strict_inst": strict,

@@ -24,7 +24,7 @@ Since ``R_i <= xbar_i`` for every prompt, ``r <= p`` always; at ``k = 1`` both e
 accuracy of the single response. Both standard errors cover the draw of prompts and of responses; neither
 assumes the prompts are equally hard. Each prompt's own ``xbar_i`` and ``R_i`` are in its samples.jsonl row
 (``metrics``), so two evaluations' differences pair by prompt
-(:meth:`~ifdistill.evaluator.benchmark.Benchmark.document_values`).
+(:meth:`~ifdistill.benchmarks.base.Benchmark.document_values`).
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from typing import Any
 from ifdistill.evaluator.results import ENGINES
 from ifdistill.evaluator import schema as _core
 from ifdistill.evaluator.schema import RESULTS_SCHEMA_VERSION, SchemaError, obj as _obj
-from ifdistill.benchmarks.checking.reliability import RELIABILITY_METRICS
-from ifdistill.benchmarks.checking.stats import METRICS
+from ifdistill.benchmarks.instruction_following.reliability import RELIABILITY_METRICS
+from ifdistill.benchmarks.instruction_following.stats import METRICS
 
 __all__ = ["RESULTS_SCHEMA", "SAMPLE_SCHEMA", "SchemaError", "validate"]
 
@@ -31,8 +31,8 @@ _REQUIRED_METRICS = list(_metrics_props)
 def _optional_metrics() -> list[str]:
     """The metrics an instruction benchmark's results.json may hold beside the four: reliable@k with k responses
     per prompt, and each registered instruction benchmark's own scores (its ``metric_names``)."""
-    from ifdistill.benchmarks.checking.instruction_benchmark import InstructionBenchmark
-    from ifdistill.evaluator import benchmark as registry
+    from ifdistill.benchmarks.instruction_following.instruction_benchmark import InstructionBenchmark
+    from ifdistill.benchmarks import registry
 
     names = dict.fromkeys(RELIABILITY_METRICS)
     for bench in registry.ordered():
