@@ -8,7 +8,10 @@
   matter).
 
 The prompts carry instructions a random model follows sometimes (no comma, a letter count, a word limit), so
-per-prompt pass rates fall strictly between 0 and 1 and the first property can fail.
+per-prompt pass rates fall strictly between 0 and 1 and the first property can fail. They are long enough
+(48 requests of ~100 tokens) that vLLM's default token budget per step (2048) would prefill some of them in
+parts: the engine that samples on CPU runs without chunked prefill, because vLLM rewinds a partly prefilled
+request's generator with a CUDA-only call (``VLLMBackend``'s ``sampled``).
 """
 
 from __future__ import annotations
@@ -31,15 +34,16 @@ MODES = ("strict", "loose")
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
+    context = "The tide comes in and the tide goes out along the long grey shore of the northern sea. " * 4
     rows = []
     for i in range(4):
         rows += [
-            {"key": f"comma{i}", "prompt": f"Write note {i} about the ocean without commas.",
+            {"key": f"comma{i}", "prompt": f"{context}Write note {i} about the ocean without commas.",
              "instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]},
-            {"key": f"letter{i}", "prompt": f"Describe city {i}; use the letter e at least 5 times.",
+            {"key": f"letter{i}", "prompt": f"{context}Describe city {i}; use the letter e at least 5 times.",
              "instruction_id_list": ["keywords:letter_frequency"],
              "kwargs": [{"letter": "e", "let_frequency": 5, "let_relation": "at least"}]},
-            {"key": f"words{i}", "prompt": f"Describe forest {i} in fewer than 9 words.",
+            {"key": f"words{i}", "prompt": f"{context}Describe forest {i} in fewer than 9 words.",
              "instruction_id_list": ["length_constraints:number_words"],
              "kwargs": [{"num_words": 9, "relation": "less than"}]},
         ]
@@ -62,6 +66,7 @@ def runs(request, data, tmp_path_factory):
         require_vllm()
     root = tmp_path_factory.mktemp(request.param)
     plan = prepare(_config(data, root / "plan", request.param, K))
+    assert sum(len(r.token_ids) for r in plan.requests) > 2 * 2048  # beyond two steps of vLLM's default budget
     backend = make_backend(plan.settings, plan.source, context_len=plan.context_len, seed=3, requests=plan.requests)
     try:
         out = {}
