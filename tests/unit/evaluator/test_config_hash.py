@@ -165,3 +165,13 @@ def test_the_same_rows_from_the_hub_layout_or_the_hub_fallback_give_the_same_has
             row["kwargs"] = [{n: kw.get(n) for n in names} for kw in row["kwargs"]]
             f.write(json.dumps(row) + "\n")
     assert _hash(tmp_path, f"eval.data.path={hub_layout}") == base_hash
+
+
+def test_the_transformers_backends_sampler_is_in_the_hash_of_its_sampled_evaluations_only(tmp_path):
+    from ifdistill.evaluator.fingerprint import HF_SAMPLER
+
+    def generation(*overrides):
+        return prepare(load_config([*BASE, *overrides], output_dir=str(tmp_path / "out"))).fingerprint["generation"]
+
+    assert generation("eval.backend=hf", SAMPLED)["hf_sampler"] == HF_SAMPLER
+    assert "hf_sampler" not in generation("eval.backend=hf") and "hf_sampler" not in generation(SAMPLED)
