@@ -41,9 +41,10 @@ def published() -> dict[tuple[str, str], tuple[float, int]]:
 
 def joined_rows(language: str, model: str) -> list[dict]:
     """The language's prompt rows, each with the model's response to it (joined by the prompt string)."""
-    prompts = {r["prompt"]: r for r in map(json.loads, (MIFEVAL / f"{language}_input_data.jsonl").open(encoding="utf-8"))}
+    with (MIFEVAL / f"{language}_input_data.jsonl").open(encoding="utf-8") as rows:
+        prompts = {r["prompt"]: r for r in map(json.loads, rows)}
     path = MIFEVAL / "responses" / f"{language}_input_response_data_{model.replace('/', '__')}.jsonl"
-    responses = [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()]
+    responses = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     assert {r["prompt"] for r in responses} == set(prompts), f"{path.name}: responses and prompts do not join"
     return [{**prompts[r["prompt"]], "response": r["response"]} for r in responses]
 

@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Callable, ClassVar, Optional
 
+from ifdistill.benchmarks.checking import text_analysis
 from ifdistill.benchmarks.checking.instruction_base import (
     Instruction,
     InvalidKwargsError,
@@ -114,8 +115,6 @@ class LanguageOf(Instruction):
         self.language = language
 
     def check(self, text: str) -> bool:
-        from ifdistill.benchmarks.checking import text_analysis  # noqa: PLC0415
-
         return text_analysis.language_matches(text, self.language)
 
 

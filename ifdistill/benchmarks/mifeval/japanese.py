@@ -154,8 +154,8 @@ class Postscript(Instruction):
         return self._pattern.search(text) is not None
 
 
-class _Count(Instruction):
-    """Lines or spans of one pattern counted against one kwarg (subclasses: the pattern, the kwarg, the test)."""
+class _Lines(Instruction):
+    """Exactly as many lines of ``pattern`` as the one kwarg says (subclasses: the pattern, the kwarg)."""
 
     pattern: re.Pattern[str]
 
@@ -164,41 +164,37 @@ class _Count(Instruction):
         setattr(self, name, want_count(name, kwargs[name]))
         self._wanted = kwargs[name]
 
-    def found(self, text: str) -> int:
-        return len(self.pattern.findall(text))
+    def check(self, text: str) -> bool:
+        return len(self.pattern.findall(text)) == self._wanted
 
 
-class BulletLists(_Count):
+class BulletLists(_Lines):
     """Exactly ``num_bullets`` ``・`` bullet lines (``*``, ``-``, ``•`` do not count)."""
 
     instruction_id = "ja:detectable_format:number_bullet_lists"
     params = ("num_bullets",)
     pattern = _BULLET_RE
 
-    def check(self, text: str) -> bool:
-        return self.found(text) == self._wanted
 
-
-class NumberedLists(_Count):
+class NumberedLists(_Lines):
     """Exactly ``num_items`` lines ``<digits>. item`` (``1．``, ``1)``, ``①`` do not count)."""
 
     instruction_id = "ja:detectable_format:number_numbered_lists"
     params = ("num_items",)
     pattern = _NUMBERED_RE
 
-    def check(self, text: str) -> bool:
-        return self.found(text) == self._wanted
 
-
-class HighlightedSections(_Count):
+class HighlightedSections(Instruction):
     """At least ``num_highlights`` non-blank ``《…》`` spans within a line."""
 
     instruction_id = "ja:detectable_format:number_highlighted_sections"
     params = ("num_highlights",)
-    pattern = _HIGHLIGHT_RE
+
+    def __init__(self, *, num_highlights):
+        self.num_highlights = want_count("num_highlights", num_highlights)
 
     def check(self, text: str) -> bool:
-        return sum(1 for m in self.pattern.findall(text) if "".join(m[1:-1].split())) >= self._wanted
+        return sum(1 for m in _HIGHLIGHT_RE.findall(text) if m[1:-1].strip()) >= self.num_highlights
 
 
 class MultipleSections(Instruction):

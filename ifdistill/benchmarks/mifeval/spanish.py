@@ -16,7 +16,15 @@ import string
 from ifdistill.benchmarks.checking import text_analysis
 from ifdistill.benchmarks.checking.instruction_base import Instruction, want_count, want_regex, want_text
 from ifdistill.benchmarks.mifeval import tools
-from ifdistill.benchmarks.mifeval.common import Counted, FirstWordBase, IdTable, KeywordCount, LanguageOf, LetterCount, options_checker
+from ifdistill.benchmarks.mifeval.common import (
+    Counted,
+    FirstWordBase,
+    IdTable,
+    KeywordCount,
+    LanguageOf,
+    LetterCount,
+    options_checker,
+)
 
 _STAR_BULLET_RE = re.compile(r"^\s*\*[^\*].*$", re.MULTILINE)
 _QUESTION_RE = re.compile(r"¿[^?]*\?")

@@ -35,8 +35,9 @@ CASES = [
     ("es:special_character:tildes", {"num_words": 2, "relation": "al menos"}, "La canción está aquí.", True),
     ("es:special_character:tildes", {"num_words": 1, "relation": "al menos"}, "Año de pingüinos.", False),
     ("es:length_constraints:number_words", {"num_words": 3, "relation": "como máximo"}, "uno  dos", True),
-    ("es:length_constraints:number_words", {"num_words": 2, "relation": "como máximo"}, "uno  dos", False),  # " " is a word
-    ("es:length_constraints:number_words", {"num_words": 2, "relation": "como máximo"}, "1. uno dos", True),  # marker removed
+    # two adjacent spaces make a whitespace token, which counts; a line-start list marker is removed
+    ("es:length_constraints:number_words", {"num_words": 2, "relation": "como máximo"}, "uno  dos", False),
+    ("es:length_constraints:number_words", {"num_words": 2, "relation": "como máximo"}, "1. uno dos", True),
     ("es:length_constraints:number_sentences", {"num_sentences": 2, "relation": "al menos"}, "Hola. Adiós.  ", True),
     ("es:length_constraints:number_sentences", {"num_sentences": 1, "relation": "como máximo"}, "Hola. Adiós.", False),
     ("es:change_case:capital_word_frequency", {"capital_frequency": 2, "capital_relation": "al menos"},
@@ -44,12 +45,14 @@ CASES = [
     ("es:change_case:spanish_capital", {}, "LA 1ª PARTE", False),  # ª decomposes to a lowercase a
     ("es:startend:end_checker", {"end_phrase": "Un saludo"}, '"Gracias. Un saludo."', True),
     ("es:length_constraints:nth_paragraph_first_word",
-     {"num_paragraphs": 2, "nth_paragraph": 2, "first_word": "En mi opinión"}, "Intro.\n\n**En** mi opinión, sí.", True),
+     {"num_paragraphs": 2, "nth_paragraph": 2, "first_word": "En mi opinión"}, "Intro.\n\n**En** mi opinión, sí.",
+     True),
     ("es:length_constraints:nth_paragraph_first_word",
      {"num_paragraphs": 2, "nth_paragraph": 2, "first_word": "En mi opinión"}, "Intro.\n\n¿En mi opinión?", False),
     ("es:detectable_content:postscript", {"postscript_marker": "P.D."}, "Hola.\nP. D. Adiós", True),
     ("es:detectable_content:postscript", {"postscript_marker": "Nota"}, "Es notable.", True),
-    ("es:detectable_content:number_placeholders", {"num_placeholders": 1, "relation": "como máximo"}, "[a] [b]", True),
+    ("es:detectable_content:number_placeholders", {"num_placeholders": 1, "relation": "como máximo"}, "[a] [b]",
+     True),  # the relation is ignored
     ("es:detectable_format:constrained_response", {}, "Mi respuesta: Quizás.", True),
     # French: strict "moins de", ## titles, quotes, accents, informal address, Punkt's French abbreviations
     ("fr:keywords:frequency", {"keyword": "chat", "frequency": 2, "relation": "moins de"}, "chat chat", False),
@@ -153,7 +156,8 @@ def test_every_id_of_the_specifications_inventory_and_of_the_data_has_a_checker(
 @pytest.mark.parametrize("iid,kwargs,field", [
     ("es:keywords:frequency", {"keyword": "sol", "frequency": 2, "relation": "less than"}, "kwargs[0].relation"),
     ("fr:length_constraints:number_words", {"num_words": 2, "relation": "al menos"}, "kwargs[0].relation"),
-    ("es:detectable_content:number_placeholders", {"num_placeholders": 1, "relation": "at least"}, "kwargs[0].relation"),
+    ("es:detectable_content:number_placeholders", {"num_placeholders": 1, "relation": "at least"},
+     "kwargs[0].relation"),
     ("ja:keywords:letter_frequency", {"letter": "a", "let_frequency": 1, "let_relation": "以上"}, "kwargs[0].letter"),
     ("fr:special_character:accents", {"word_to_accentuate": ["a"]}, "kwargs[0].word_to_accentuate"),
 ])
