@@ -183,8 +183,8 @@ class IdTable(Mapping):
     the specification declares the same (built at first use, when the registry knows every benchmark)."""
 
     def __init__(self, language: str, own: tuple[type[Instruction], ...], same: tuple[str, ...],
-                 ignoring: Mapping[str, tuple[str, ...]] = {}):
-        self.language, self._own, self._same, self._ignoring = language, own, same, dict(ignoring)
+                 ignoring: Optional[Mapping[str, tuple[str, ...]]] = None):
+        self.language, self._own, self._same, self._ignoring = language, own, same, dict(ignoring or {})
 
     @functools.cached_property
     def _table(self) -> dict[str, type[Instruction]]:
