@@ -21,7 +21,7 @@ test-slow: setup  ## only the slow / real-component tests
 	@$(call RUN_PYTEST,tests -m "slow or slurm" $(PYTEST_ARGS))
 
 demo: setup  ## LoRA-train SmolLM2-135M-Instruct on CPU, in-training IFEval on real prompts (DEMO_ARGS=model=tiny: the smoke run; README)
-	@$(PY) -m ifdistill.programs.demo $(DEMO_ARGS)
+	@$(PY) -m ifdistill.cli.demo $(DEMO_ARGS)
 
 miniature: setup  ## the published comparison in miniature on SmolLM2-135M-Instruct (docs/miniature.md; MINIATURE_ARGS: OUT then sweep overrides)
 	@bash scripts/miniature_comparison.sh $(MINIATURE_ARGS)

@@ -174,7 +174,7 @@ def train_step(module, batch: Mapping[str, Any], optimizer, device: str, precisi
     tensor: reading it is the caller's one synchronisation)."""
     import torch
 
-    from ifdistill.train.divergence import finite_flag, skips_on_device
+    from ifdistill.train.nonfinite import finite_flag, skips_on_device
 
     with autocast(device, precision):
         loss = module.training_step(to_device(batch, device), index)  # token mean: one micro-batch per step

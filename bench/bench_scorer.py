@@ -11,7 +11,7 @@ only reuses work within the run, as a single ``ifdistill-score`` invocation woul
 two implementations alternate, and the median of ``--repeats`` runs is reported, because the
 machine may be shared. ``--profile`` prints the top of a cProfile of one ifdistill run per set.
 
-ifdistill is timed through :func:`ifdistill.benchmarks.checking.scoring.score_rows` (validation + scoring, what
+ifdistill is timed through :func:`ifdistill.benchmarks.instruction_following.scoring.score_rows` (validation + scoring, what
 the CLI does between reading and writing the files); the oracle through lm-eval's
 ``test_instruction_following_strict`` and ``..._loose`` with langdetect seeded.
 """
@@ -31,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the oracles live in tests/parity
 
-from ifdistill.benchmarks.checking.scoring import clear_caches, score_rows  # noqa: E402
+from ifdistill.benchmarks.instruction_following.scoring import clear_caches, score_rows  # noqa: E402
 from tests.parity import ifeval_boundary_cases as boundary_cases  # noqa: E402
 from tests.parity.ifeval_oracle import load_oracle  # noqa: E402
 from tests.parity.ifeval_reference_data import load_gpt4_rows  # noqa: E402

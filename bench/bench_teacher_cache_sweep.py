@@ -51,7 +51,7 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from ifdistill.train.cli import train_config
+    from ifdistill.train.config_edge import train_config
 
     from ifdistill.train.run import train
 

@@ -23,7 +23,7 @@ training: ``+eval@evals.<name>=<conf/eval option>`` (its keys ``evals.<name>.<ke
 ``ifdistill-eval backfill run_dir=... +eval@evals.lab=lmeval_lab_table``. Its section is resolved against
 the run's own ``model`` and ``paths``, so it evaluates every export exactly as the same option in training
 would; its results land in ``evals/<name>/step_X``, ``metrics.json``'s ``evals/<name>`` and the resumed W&B
-run on ``<name>/step`` (the section's W&B namespace, :func:`ifdistill.evaluator.benchmark.namespace`).
+run on ``<name>/step`` (the section's W&B namespace, :func:`ifdistill.benchmarks.registry.namespace`).
 
 Every export is verified against the sha256 digests of its ``export.json`` first
 (:func:`~ifdistill.evaluator.model_source.verify_export`, all parts): a corrupt export is recorded as a
@@ -178,7 +178,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     plain = OmegaConf.to_container(args)
     if add:
-        from ifdistill.cli.command_line import one_line
+        from ifdistill.command_line import one_line
 
         try:  # an unknown option or key: one line, before anything runs
             added_sections(OmegaConf.load(run.config_yaml), add)

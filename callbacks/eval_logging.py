@@ -5,12 +5,12 @@ training moved on. So W&B gets its own step key per eval section: ``<namespace>/
 ``define_metric('<namespace>/*', step_metric='<namespace>/step')``; the row carries the checkpoint's step as
 a value. Other loggers (CSV, TensorBoard) accept past steps and get ``log_metrics(..., step=step)``.
 
-The namespace is the eval section's (:func:`ifdistill.evaluator.benchmark.namespace`): the run's ``eval``
+The namespace is the eval section's (:func:`ifdistill.benchmarks.registry.namespace`): the run's ``eval``
 section logs under its benchmark's name (``ifeval/*``), an extra section ``evals.<name>`` under
 ``<name>/*``; each logs ``<namespace>/*`` (and its per-type breakdown ``<namespace>_type/*``) on
 ``<namespace>/step``, so the sections of one run -- two lm-eval sections too -- never share keys or a step
 axis. Which metrics, which breakdown and which samples-table columns is the benchmark's own
-(:mod:`ifdistill.evaluator.benchmark`).
+(:mod:`ifdistill.benchmarks.registry`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import itertools
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
-from ifdistill.evaluator.benchmark import benchmark_of, namespace, of_results, short_name
+from ifdistill.benchmarks.base import short_name
+from ifdistill.benchmarks.registry import benchmark_of, namespace, of_results
 from ifdistill.evaluator.output import SAMPLES_FILE, iter_sample_rows
 
 __all__ = ["LoggingError", "benchmark_of", "evaluation_line", "flat_metrics", "log_evaluation", "one_type_per_column",
@@ -27,7 +28,7 @@ __all__ = ["LoggingError", "benchmark_of", "evaluation_line", "flat_metrics", "l
 
 
 def step_key(ns: str) -> str:
-    """The W&B step key of a namespace (:func:`~ifdistill.evaluator.benchmark.namespace`)."""
+    """The W&B step key of a namespace (:func:`~ifdistill.benchmarks.registry.namespace`)."""
     return f"{ns}/step"
 
 
@@ -56,7 +57,7 @@ def flat_metrics(results: dict, ns: str | None = None) -> dict[str, float]:
 
 def sample_table(out_dir: Path, limit: int, results: dict) -> tuple[list[str], list[list[Any]]]:
     """The W&B samples table of the first ``limit`` samples, with the columns of the results' benchmark
-    (:meth:`~ifdistill.evaluator.benchmark.Benchmark.sample_table`), each column of one type
+    (:meth:`~ifdistill.benchmarks.base.Benchmark.sample_table`), each column of one type
     (:func:`one_type_per_column`); no rows if the evaluation kept none."""
     bench = of_results(results)
     if limit <= 0 or not (Path(out_dir) / SAMPLES_FILE).is_file():

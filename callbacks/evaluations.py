@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 
 from ifdistill.callbacks.eval_jobs import EvalEvent, EvalJob, EvalQueue
 from ifdistill.callbacks.eval_logging import LoggingError, evaluation_line, log_evaluation
-from ifdistill.evaluator.benchmark import namespaces
+from ifdistill.benchmarks.registry import namespaces
 from ifdistill.evaluator.output import read_results_json
 from ifdistill.results import run_metrics
 from ifdistill.runs.rundir import RunDir

@@ -10,6 +10,7 @@ these modules imports nothing heavy.
 """
 
 import ifdistill.config  # noqa: F401  (resolvers; the model and paths schemas)
+import ifdistill.runs.sweeps  # noqa: F401  (the sweep job, run and launch-folder name resolvers)
 import ifdistill.evaluator.settings  # noqa: F401  (the eval schema)
 import ifdistill.train.schemas  # noqa: F401  (the run, optim, datamodule and peft schemas)
 import ifdistill.callbacks.checkpoint_eval_settings  # noqa: F401  (schema/checkpoint_eval)

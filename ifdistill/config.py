@@ -4,16 +4,12 @@ Groups that build objects carry a ``_target_`` and are checked by instantiating 
 starts (an unknown argument fails there, not at step 500). Plain-data sections are checked here:
 :func:`validate` merges each section into its dataclass schema in struct mode, so an unknown key or a
 wrong type raises an error naming the key, at start-up. The OmegaConf resolvers the YAML under conf/
-uses are registered here too (:func:`register_resolvers`), the sweep job names among them.
+uses are registered through :func:`register_resolvers`, each by the module that owns it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import os
-import re
-import secrets
 from dataclasses import dataclass
 from collections.abc import Mapping
 from typing import Any, Optional
@@ -165,13 +161,6 @@ def lookup(tree: Mapping[str, Any], key: str, default: Any = None) -> Any:
     return node
 
 
-def strategy_name(tree: Mapping[str, Any]) -> str:
-    """``trainer.strategy`` of a plain config tree as text: its ``_target_`` when it is built, else the name
-    Lightning takes (``ddp``); empty when none is set. What checks of a strategy's family search."""
-    node = lookup(tree, "trainer.strategy", "")
-    return str(node.get("_target_", "") if isinstance(node, Mapping) else node or "")
-
-
 def check_sections(tree: Mapping[str, Any]) -> None:
     """Each known section present in a plain tree against its schema; :class:`ConfigError` naming the key."""
     for name in [s for s in SCHEMAS if tree.get(s) is not None]:
@@ -183,23 +172,6 @@ def _shared_data_resolver() -> str:
 
     found = shared_data_dir(required=False)
     return str(found if found is not None else REPO_ROOT.parent / "shared" / "data")
-
-
-def _basename(path: Any) -> str:
-    return os.path.basename(str(path).rstrip("/"))
-
-
-LAUNCH_ID_ENV = "IFDISTILL_LAUNCH_ID"
-
-
-def launch_id() -> str:
-    """This launch's id in its Hydra job folder's name (``jobs/<second>_<id>``): the launching process's pid
-    and 4 random hex digits, so two launches in one second, on one host or several sharing the folder,
-    never share a job folder. Kept in the environment: the processes a launch starts (DDP ranks, SLURM
-    jobs of a sweep) resolve the same folder."""
-    if not os.environ.get(LAUNCH_ID_ENV):
-        os.environ[LAUNCH_ID_ENV] = f"{os.getpid()}-{secrets.token_hex(2)}"
-    return os.environ[LAUNCH_ID_ENV]
 
 
 def _config_groups(*groups: str) -> str:
@@ -217,55 +189,19 @@ def _config_groups(*groups: str) -> str:
     return "\n".join(lines)
 
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_NOT_NAMING = ("experiment", "paths.", "hydra.", "hydra/")
-_MAX_NAME = 120
-
-
-def sweep_name(overrides: Any, params: Any = None) -> str:
-    """A job's name from its overrides: only the keys the sweep preset sweeps (``hydra.sweeper.params``)
-    when it has any, else every override except paths, hydra's own and the experiment.
-
-    ``["data.ratio=0.05", "method=distill", "x=1"]`` with params ``data.ratio, method`` ->
-    ``ratio-0.05_method-distill``: each part is the key's last component and the value, made safe for
-    directory names and W&B ids, in the order of the params. A name longer than 120 characters keeps
-    its start and gets a hash of the whole (file names are limited to 255 bytes)."""
-    values: dict[str, str] = {}
-    for item in overrides or []:
-        key, sep, value = str(item).partition("=")
-        if sep:
-            values[key.lstrip("+~")] = value
-    keys = [str(k) for k in (params or {}).keys()]
-    chosen = [k for k in keys if k in values] if keys else sorted(
-        k for k in values if not k.startswith(_NOT_NAMING))
-    name = _UNSAFE.sub("-", "_".join(f"{k.split('.')[-1]}-{values[k]}" for k in chosen)).strip("-") or "run"
-    if len(name) > _MAX_NAME:
-        name = f"{name[:_MAX_NAME - 9]}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
-    return name
-
-
-def slurm_gpus(accelerator: str, devices: Any) -> Any:
-    """Resolver for the slurm launcher's ``gpus_per_node``: the trainer's devices unless it runs on CPU."""
-    return None if str(accelerator) == "cpu" else devices
-
-
-def register_resolvers() -> None:
-    """OmegaConf resolvers the YAML under conf/ uses (idempotent)."""
-    resolvers = {
-        # The shared data folder as ifdistill.paths finds it ($IFDISTILL_SHARED_DATA, then beside the
-        # checkout), so configs work from any working directory.
-        "ifdistill.shared_data": _shared_data_resolver,
-        # A sweep job's name from the values swept (ifdistill/runs/sweeps.py), and the slurm launcher's GPUs.
-        "ifdistill.sweep_name": sweep_name,
-        "ifdistill.slurm_gpus": slurm_gpus,
-        "ifdistill.basename": _basename,
-        "ifdistill.config_groups": _config_groups,
-        "ifdistill.launch_id": launch_id,
-    }
+def register_resolvers(resolvers: Mapping[str, Any]) -> None:
+    """OmegaConf resolvers (``{name: function}``) the YAML under conf/ uses, registered by the module that
+    owns them as it imports (idempotent): the shared data folder and a program's config groups here, the
+    sweep's job and run names where sweeps are (:mod:`ifdistill.runs.sweeps`)."""
     for name, fn in resolvers.items():
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn)
 
 
-register_resolvers()
+register_resolvers({
+    # The shared data folder as ifdistill.paths finds it ($IFDISTILL_SHARED_DATA, then beside the
+    # checkout), so configs work from any working directory.
+    "ifdistill.shared_data": _shared_data_resolver,
+    "ifdistill.config_groups": _config_groups,
+})
 store_schemas()

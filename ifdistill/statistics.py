@@ -1,6 +1,6 @@
 """Statistics every benchmark uses: binomial and clustered standard errors, paired tests, bootstrap.
 
-They belong to no benchmark: the instruction benchmarks' aggregates (:mod:`ifdistill.benchmarks.checking.stats`), the judge's win rate
+They belong to no benchmark: the instruction benchmarks' aggregates (:mod:`ifdistill.benchmarks.instruction_following.stats`), the judge's win rate
 (:mod:`ifdistill.benchmarks.judge.verdicts`) and the results layer's paired comparisons
 (:mod:`ifdistill.results.paired`) all read them here.
 

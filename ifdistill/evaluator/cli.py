@@ -21,7 +21,7 @@ from typing import Optional, Sequence
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from ifdistill.cli.command_line import compose, one_line, refuse_bad_overrides
+from ifdistill.command_line import compose, one_line, refuse_bad_overrides
 from ifdistill.evaluator.launch import clean_environment
 from ifdistill.evaluator.settings import TREE_SECTIONS, EvalConfig, eval_settings, run_settings
 from ifdistill.startup_heap import pause_collector
@@ -30,8 +30,8 @@ log = logging.getLogger("ifdistill.evaluator")
 
 
 def _summary(results: dict) -> str:
-    """The hash, then the benchmark's own lines (:meth:`~ifdistill.evaluator.benchmark.Benchmark.summary`)."""
-    from ifdistill.evaluator.benchmark import of_results
+    """The hash, then the benchmark's own lines (:meth:`~ifdistill.benchmarks.base.Benchmark.summary`)."""
+    from ifdistill.benchmarks.registry import of_results
 
     return "\n".join([f"eval_config_hash {results['eval_config_hash']}", *of_results(results).summary(results)])
 
@@ -39,12 +39,12 @@ def _summary(results: dict) -> str:
 def _quiet(cfg: DictConfig, log_dir: Optional[str] = None) -> None:
     """The console keeps ifdistill's lines (progress, the summary, errors); the engine's and every library's
     INFO lines and warnings go to ``console.log`` in ``log_dir`` (``verbose=true``: shown as well), as a
-    training run's do (:func:`ifdistill.cli.console.quiet_console`). By default ``log_dir`` is Hydra's run
+    training run's do (:func:`ifdistill.console.quiet_console`). By default ``log_dir`` is Hydra's run
     directory (beside ``eval.log``; the output directory unless ``hydra.run.dir`` says otherwise), so an
     evaluation refused for bad input writes nothing into its output directory."""
     from hydra.core.hydra_config import HydraConfig
 
-    from ifdistill.cli.console import quiet_console
+    from ifdistill.console import quiet_console
 
     verbose = bool(cfg.get("verbose", False))
     if not verbose:  # vLLM's records then propagate to the root logger's handlers instead of its own

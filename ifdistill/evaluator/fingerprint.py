@@ -13,7 +13,7 @@ results with different hashes can be diffed key by key). The fingerprint holds:
 - ``prompts``: the sha256 of every rendered prompt's token ids -- whatever else changes what the
   model reads (tokenizer, rendering code) changes the hash too;
 - ``backend``, ``dtype``, the effective context length (it caps the per-prompt token budget),
-  ``scorer_version`` (:func:`ifdistill.benchmarks.checking.scoring.scorer_version_for` the rows' ids: IFEval's
+  ``scorer_version`` (:func:`ifdistill.benchmarks.instruction_following.scoring.scorer_version_for` the rows' ids: IFEval's
   version, joined by IFBench's where the rows hold IFBench ids) and :data:`PROTOCOL_VERSION`.
 
 Every field of the benchmark's own config sections (``eval.lmeval``, ``eval.judge``) enters under the

@@ -10,7 +10,7 @@ accuracy, the config hash) and per-prompt pass/fail vectors keyed by the prompt'
 Tolerated variations (each seen or plausible in an evaluator's history):
 
 - aggregates nested under ``"metrics"`` or at the top level of results.json (which ones exist is the
-  benchmark's: :mod:`ifdistill.evaluator.benchmark`);
+  benchmark's: :mod:`ifdistill.benchmarks.registry`);
 - per-type accuracy under ``"per_instruction_type"`` (``{id: {strict_acc, loose_acc, count}}``);
 - a sample's instruction ids under ``instruction_id_list`` (IFEval's name) or ``instruction_ids``;
 - a sample's key under ``key`` (IFEval) or ``id``; without either, its line number.
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ifdistill import checksum
-from ifdistill.evaluator.benchmark import benchmark_of, of_results
+from ifdistill.benchmarks.registry import benchmark_of, of_results
 
 RESULTS_FILE = "results.json"
 SAMPLES_FILE = "samples.jsonl"
@@ -148,7 +148,7 @@ def _aggregates(results: Mapping[str, Any]) -> dict[str, Any]:
 
 def metric_values(results: Mapping[str, Any]) -> dict[str, float]:
     """The aggregates and their standard errors (``<metric>_stderr``) as floats, absent or null values left
-    out, as the results' benchmark reads them (:meth:`~ifdistill.evaluator.benchmark.Benchmark.metric_values`)."""
+    out, as the results' benchmark reads them (:meth:`~ifdistill.benchmarks.base.Benchmark.metric_values`)."""
     return of_results(results).metric_values(results)
 
 

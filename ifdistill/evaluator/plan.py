@@ -1,7 +1,7 @@
 """``PlanBase``: what every benchmark's plan holds; :func:`rows_plan`: the plan of a benchmark that generates
 one response per row of ``eval.data``.
 
-Each benchmark (:mod:`ifdistill.evaluator.benchmark`) builds its own plan; the persistent server
+Each benchmark (:mod:`ifdistill.benchmarks.registry`) builds its own plan; the persistent server
 (:mod:`ifdistill.evaluator.serve`) reads only :class:`PlanBase`'s fields, so it serves every benchmark
 alike. A benchmark that scores responses to rows (an instruction-following scorer, a judge) builds an
 :class:`EvalPlan` with :func:`rows_plan`, handing it its own row check and scorer version, and generates

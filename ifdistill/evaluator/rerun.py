@@ -37,7 +37,7 @@ def rerun_config(eval_dir: str | os.PathLike, overrides: Sequence[str] = ()) -> 
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from ifdistill.cli.command_line import one_line
+    from ifdistill.command_line import one_line
     from ifdistill.evaluator.cli import _quiet, _summary, eval_config
     from ifdistill.evaluator.errors import input_errors
     from ifdistill.evaluator.output import RESULTS_FILE, EvalOutputError

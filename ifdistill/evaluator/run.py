@@ -14,7 +14,7 @@ Two phases, so every input error surfaces in seconds, before a backend starts (v
    on it and publishes results.json + samples.jsonl atomically.
 
 What differs between benchmarks (their rows or tasks, scoring, metrics, hash) is each benchmark's own
-(:mod:`ifdistill.evaluator.benchmark`); this module names none of them.
+(:mod:`ifdistill.benchmarks.registry`); this module names none of them.
 
 The process environment is the caller's business (:mod:`ifdistill.evaluator.launch` clears a
 trainer's distributed variables); :func:`apply_runtime` only applies ``eval.runtime``'s devices and
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from ifdistill.evaluator import benchmark
+from ifdistill.benchmarks import registry
 from ifdistill.evaluator.backends import make_backend
 from ifdistill.evaluator.errors import EvaluatorError, OutputExistsError
 from ifdistill.evaluator.fingerprint import config_hash
@@ -68,7 +68,7 @@ def apply_runtime(runtime: RuntimeSettings) -> None:
 
 def prepare(config: EvalConfig) -> Any:
     """Phase 1 (see the module docstring): the checks every evaluation shares, then the benchmark's own
-    (:meth:`~ifdistill.evaluator.benchmark.Benchmark.prepare`); a :class:`~ifdistill.evaluator.plan.PlanBase`."""
+    (:meth:`~ifdistill.benchmarks.base.Benchmark.prepare`); a :class:`~ifdistill.evaluator.plan.PlanBase`."""
     t0 = time.perf_counter()
     ensure_nltk_data()
     settings, run, model_cfg = config.eval, config.run, config.model
@@ -78,7 +78,7 @@ def prepare(config: EvalConfig) -> Any:
     apply_runtime(settings.runtime)
     source = resolve_model_source(model_cfg, adapter_dir=run.adapter_dir, export_dir=run.export_dir,
                                   export_kind=run.export_kind)
-    bench = benchmark.get(settings.benchmark)
+    bench = registry.get(settings.benchmark)
     plan = bench.prepare(settings, run, model_cfg, source, t0=t0)
     # every field of the benchmark's own sections enters the hash (ifdistill.evaluator.identity)
     plan.fingerprint = with_own_settings(plan.fingerprint, {k: getattr(settings, k) for k in bench.sections()})
@@ -107,7 +107,7 @@ def execute(plan: Any, *, backend: Any = None, runtime: Optional[dict[str, Any]]
     t0 = time.perf_counter()
     own = backend is None
     backend = _backend_for(plan, backend)
-    return benchmark.get(plan.settings.benchmark).execute(plan, backend, own=own, runtime=runtime, t0=t0)
+    return registry.get(plan.settings.benchmark).execute(plan, backend, own=own, runtime=runtime, t0=t0)
 
 
 def evaluate(config: EvalConfig, *, backend: Any = None, runtime: Optional[dict[str, Any]] = None) -> dict[str, Any]:

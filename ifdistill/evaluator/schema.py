@@ -1,6 +1,6 @@
 """results.json's common part: its schema version, and a small validator for the subset of JSON Schema the
 benchmarks' schemas use (each benchmark states the schema of its own results, e.g.
-:mod:`ifdistill.benchmarks.checking.schema`).
+:mod:`ifdistill.benchmarks.instruction_following.schema`).
 
 Why a validator of our own: ``jsonschema`` is not a dependency of ifdistill (it only arrives with
 vLLM), and results.json is read by the callback, the results page and other tools on machines with

@@ -119,9 +119,9 @@ class EvalSettings:
     """The ``eval`` config section's shared settings (every benchmark's own section is added below)."""
 
     name: Optional[str] = None  # null: the benchmark's name
-    # Which registered benchmark evaluates (ifdistill.evaluator.benchmark; null: the default one). W&B
+    # Which registered benchmark evaluates (ifdistill.benchmarks.registry; null: the default one). W&B
     # logs a run's ``eval`` as ``<benchmark>/*`` on ``<benchmark>/step``, an ``evals.<name>`` section as
-    # ``<name>/*`` on ``<name>/step`` (ifdistill.evaluator.benchmark.namespace).
+    # ``<name>/*`` on ``<name>/step`` (ifdistill.benchmarks.registry.namespace).
     benchmark: Optional[str] = None
     backend: str = "vllm"
     dtype: str = "float32"
@@ -134,8 +134,8 @@ class EvalSettings:
 
 def benchmark_sections() -> dict[str, type]:
     """The config sections benchmarks add to ``eval`` (``SECTIONS`` of each benchmark folder's ``settings``
-    module, :func:`ifdistill.evaluator.benchmark.subpackage_modules`), by key."""
-    from ifdistill.evaluator.benchmark import subpackage_modules
+    module, :func:`ifdistill.benchmarks.registry.subpackage_modules`), by key."""
+    from ifdistill.benchmarks.registry import subpackage_modules
 
     out: dict[str, type] = {}
     for module in subpackage_modules("settings"):
@@ -172,7 +172,7 @@ def eval_settings(node: Any) -> EvalSettings:
     """Validate an ``eval`` section (a config node or a dict) and return it as :class:`EvalSettings`."""
     # resolved against its root first: ${model.dtype}, ${paths...}
     settings: EvalSettings = check_schema(EvalSettings, node, "config section 'eval'", resolve=True, as_object=True)
-    from ifdistill.evaluator import benchmark as registry
+    from ifdistill.benchmarks import registry
 
     try:
         bench = registry.get(settings.benchmark)

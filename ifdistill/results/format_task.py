@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ifdistill.evaluator import benchmark as registry
+from ifdistill.benchmarks import registry
 from ifdistill.evaluator import output as eval_output
 from ifdistill.results.page import PageRow
 from ifdistill.statistics import clustered_ratio_stderr

@@ -26,7 +26,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ifdistill.evaluator import benchmark as registry
+from ifdistill.benchmarks import registry
+from ifdistill.benchmarks.base import short_name
 from ifdistill.evaluator import output as eval_output
 from ifdistill.results import paired, run_config
 from ifdistill.results.report import json_safe
@@ -86,7 +87,7 @@ def render_markdown(gap: dict[str, Any]) -> str:
     header = ["metric", f"{kz}-shot", f"{kk}-shot", "gap (pp)"]
     column = {"fraction": gap.get("fractions", True)}
     header[-1] = "gap (pp)" if column["fraction"] else "gap"
-    rows = [[registry.short_name(m), cell(column, z["metrics"].get(m), z["metrics"].get(f"{m}_stderr")),
+    rows = [[short_name(m), cell(column, z["metrics"].get(m), z["metrics"].get(f"{m}_stderr")),
              cell(column, k["metrics"].get(m), k["metrics"].get(f"{m}_stderr")), delta_cell(column, d)]
             for m, d in g["metrics"].items()]
     kinds = sorted({d["se_kind"] for d in g["metrics"].values()}) or ["unpaired"]

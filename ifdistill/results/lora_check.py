@@ -18,7 +18,7 @@ dtype cast) silently changes what is evaluated:
 All paths see the same prompt tokens (one rendering: :func:`ifdistill.data.render.render_prompt`,
 the evaluator's), generate greedily with Hugging Face ``generate`` one prompt at a time (no padding,
 so batching cannot explain a difference), and are scored by a benchmark that scores free responses
-(:meth:`~ifdistill.evaluator.benchmark.Benchmark.score_responses`; the default benchmark's rows). The report gives
+(:meth:`~ifdistill.benchmarks.base.Benchmark.score_responses`; the default benchmark's rows). The report gives
 per-prompt token-level agreement (and the first differing token), the metrics of each path and
 their differences. The base model without the adapter is generated too: if it agrees with the
 adapter everywhere, the adapter has no effect and agreement proves nothing.
@@ -33,8 +33,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ifdistill.evaluator import benchmark as registry
-from ifdistill.evaluator.benchmark import short_name
+from ifdistill.benchmarks import registry
+from ifdistill.benchmarks.base import short_name
 
 
 def render_prompts(tokenizer, prompts: Sequence[Mapping[str, Any]], enable_thinking: bool | None = None

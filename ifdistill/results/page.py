@@ -19,7 +19,7 @@ JSON-able dict; report.md, report.csv and report.html render from it (:mod:`ifdi
   :func:`ifdistill.results.paired.document_delta`), else unpaired ``sqrt(se_a^2 + se_b^2)``. *Flat*:
   ``|delta| < noise_se * se`` (default 2).
 - **Verdict** (each row against the base; a gain and a regression in each column's better direction,
-  :meth:`~ifdistill.evaluator.benchmark.Benchmark.is_higher_better`): a gain in the gain column (default IFEval prompt strict)
+  :meth:`~ifdistill.benchmarks.base.Benchmark.is_higher_better`): a gain in the gain column (default IFEval prompt strict)
   beyond the threshold and no other column down beyond it -> ``wins``; the gain with such a regression ->
   ``forgetting``; otherwise ``no clear gain``. A gain whose other columns are partly missing (or
   evaluated with another eval config) and show no regression is an ``unverified gain``, never a win; the
@@ -43,14 +43,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ifdistill.evaluator import benchmark as registry
+from ifdistill.benchmarks import registry
 from ifdistill.evaluator import output as eval_output
 from ifdistill.results import paired
 from ifdistill.results.runs import Evaluation, Run, data_manifest_digest, evaluations_of, read_evaluation
 
 @dataclasses.dataclass(frozen=True)
 class Column:
-    """A headline metric: ``benchmark`` (a registered name, :mod:`ifdistill.evaluator.benchmark`) and the
+    """A headline metric: ``benchmark`` (a registered name, :mod:`ifdistill.benchmarks.registry`) and the
     metric's name in that benchmark's results.json ``metrics``; ``section``: the runs' eval section it reads
     (``eval`` or an extra section's name; None: the first section of the benchmark that has the metric). A
     stand-alone evaluation (the base model) fills every column of its benchmark."""
@@ -62,14 +62,14 @@ class Column:
 
 
 def default_columns() -> tuple[Column, ...]:
-    """Every benchmark's default page columns (:attr:`~ifdistill.evaluator.benchmark.Benchmark.page_columns`),
+    """Every benchmark's default page columns (:attr:`~ifdistill.benchmarks.base.Benchmark.page_columns`),
     the default benchmark's first."""
     return tuple(Column(label, b.name, metric) for b in registry.ordered() for label, metric in b.page_columns)
 
 
 def parse_column(spec: str) -> Column:
     """``[LABEL=][BENCHMARK[@SECTION]:]METRIC``; without a benchmark, the first benchmark that claims the
-    metric's name (:func:`ifdistill.evaluator.benchmark.claiming`)."""
+    metric's name (:func:`ifdistill.benchmarks.registry.claiming`)."""
     label, sep, rest = spec.partition("=")
     if not sep:
         label, rest = "", spec
@@ -185,7 +185,7 @@ def _mark_eval_configs(columns: Sequence[Column], cells: dict, base: str | None,
 
 
 def _better(column: Column, delta: float) -> float:
-    """``delta`` signed so that positive is better (:meth:`~ifdistill.evaluator.benchmark.Benchmark.is_higher_better`)."""
+    """``delta`` signed so that positive is better (:meth:`~ifdistill.benchmarks.base.Benchmark.is_higher_better`)."""
     return delta if registry.get(column.benchmark).is_higher_better(column.metric) else -delta
 
 

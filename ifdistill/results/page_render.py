@@ -2,7 +2,7 @@
 self-contained HTML file.
 
 Fractions in percent with two decimals ± standard error, deltas in percentage points (other metrics in
-their own unit, :meth:`~ifdistill.evaluator.benchmark.Benchmark.is_fraction`); ``~`` marks a flat
+their own unit, :meth:`~ifdistill.benchmarks.base.Benchmark.is_fraction`); ``~`` marks a flat
 delta (under the page's noise threshold), ``(u)`` an unpaired one, ``‡`` a cell evaluated with another
 eval config than its column, ``—`` a gap (the notes say which). report.html holds the same tables and
 every PNG inline as a base64 data URI, so it opens offline and can be published as one file.

@@ -15,7 +15,7 @@ Standard error of a difference (the one the "under 2 standard errors" flag uses)
 - **unpaired** (a side lacks samples): ``sqrt(se_a^2 + se_b^2)`` from the two results.json files.
 
 A benchmark without per-prompt decisions (lm-eval, the judge) pairs its documents by key on each
-document's own value of the metric (:meth:`~ifdistill.evaluator.benchmark.Benchmark.document_values`,
+document's own value of the metric (:meth:`~ifdistill.benchmarks.base.Benchmark.document_values`,
 :func:`document_delta`), else falls back to the unpaired standard error.
 
 Tests (prompt level, strict and loose, benchmarks with per-prompt decisions): McNemar's exact test on
@@ -31,7 +31,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ifdistill.evaluator import benchmark as registry
+from ifdistill.benchmarks import registry
+from ifdistill.benchmarks.base import Benchmark
 from ifdistill.statistics import clustered_ratio_stderr, mcnemar_exact, paired_bootstrap
 from ifdistill.evaluator.output import MODES, PromptResult, paired_samples
 
@@ -111,7 +112,7 @@ def unpaired_delta(metric: str, run_metrics: Mapping[str, Any], ref_metrics: Map
             "within_2se": within_noise(a - b, se, threshold), "n": 0}
 
 
-def _document_metric(bench: registry.Benchmark, metric: str, run_metrics: Mapping[str, Any],
+def _document_metric(bench: Benchmark, metric: str, run_metrics: Mapping[str, Any],
                      run_rows: Sequence[Mapping[str, Any]] | None, ref_metrics: Mapping[str, Any],
                      ref_rows: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
     """One metric of a benchmark without per-prompt decisions: paired over its documents when both sides
@@ -128,7 +129,7 @@ def compare(run_metrics: Mapping[str, Any], run_samples: Sequence[Any] | None,
             ref_metrics: Mapping[str, Any], ref_samples: Sequence[Any] | None, *, benchmark: str | None = None,
             metrics: Sequence[str] | None = None, n_resamples: int = 10000, seed: int = 0,
             confidence: float = 0.95) -> dict[str, Any]:
-    """Deltas of ``metrics`` (default: the benchmark's :meth:`~ifdistill.evaluator.benchmark.Benchmark.
+    """Deltas of ``metrics`` (default: the benchmark's :meth:`~ifdistill.benchmarks.base.Benchmark.
     headline_metrics`) of one benchmark (run - reference) with standard errors, flags and tests.
     ``*_samples``: per-prompt decisions where the benchmark has them, else samples.jsonl's rows.
 

@@ -6,7 +6,7 @@ is exactly what the tables were made from.
 
 Choices, so a reader of the report knows what a number means:
 
-- the columns are the metrics the rows' benchmarks report (:meth:`~ifdistill.evaluator.benchmark.
+- the columns are the metrics the rows' benchmarks report (:meth:`~ifdistill.benchmarks.registry.
   Benchmark.headline_metrics`, in first-seen order; IFEval's four for an IFEval report);
 - a row's values are at the *final* checkpoint (highest evaluated step); the *best* checkpoint
   (best ``select_metric``, default the benchmark's headline, in its direction) is shown beside it and
@@ -30,7 +30,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ifdistill.evaluator import benchmark as registry
+from ifdistill.benchmarks import registry
+from ifdistill.benchmarks.base import short_name
 from ifdistill.results import paired, run_config, seed_groups
 from ifdistill.results.runs import DEFAULT_TFA_KEYS, DEFAULT_TFCE_KEYS, Checkpoint, Run, find_run
 
@@ -82,7 +83,7 @@ def report_columns(runs: Sequence[Run]) -> list[dict[str, Any]]:
     for b, m in found:
         bench = registry.get(b)
         out.append({"metric": f"{b}:{m}" if several else m, "name": m, "benchmark": b, "fraction": bench.fractions,
-                    "label": f"{bench.display} {registry.short_name(m)}" if several else registry.short_name(m)})
+                    "label": f"{bench.display} {short_name(m)}" if several else short_name(m)})
     return out
 
 

@@ -21,7 +21,7 @@ Layout::
      "nonfinite_skipped"?: [{"step": int, "quantity": "loss" | "gradient"}]}
 
 ``state``/``divergence`` and ``nonfinite_skipped`` are written by training's divergence guard
-(:mod:`ifdistill.train.divergence`): a run stopped on a non-finite value, and the steps it skipped.
+(:mod:`ifdistill.train.nonfinite`): a run stopped on a non-finite value, and the steps it skipped.
 
 ``checkpoints`` holds the evaluations with the run's ``eval`` section; a run that evaluates more
 benchmarks per checkpoint (``callbacks.checkpoint_eval.evals``) keeps each under ``evals/<name>``, and
@@ -46,8 +46,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ifdistill import checksum
-from ifdistill.evaluator import benchmark as registry
-from ifdistill.evaluator.benchmark import benchmark_of
+from ifdistill.benchmarks import registry
+from ifdistill.benchmarks.registry import benchmark_of
 from ifdistill.paths import write_json_atomic
 from ifdistill.runs.rundir import METRICS_JSON as FILENAME
 
@@ -91,7 +91,7 @@ def update(run_dir: str | os.PathLike, change: Callable[[dict], None]) -> dict:
 def benchmark_of_entry(entry: dict, section: str | None = None) -> str:
     """The benchmark of a ``checkpoints`` / ``evals`` entry: recorded in it, else (entries written before
     it was) the section's name when that is a benchmark's, else the one claiming its first metric's name
-    (:func:`ifdistill.evaluator.benchmark.claiming`)."""
+    (:func:`ifdistill.benchmarks.registry.claiming`)."""
     if entry.get("benchmark"):
         return str(entry["benchmark"])
     if section in registry.names():

@@ -19,7 +19,7 @@ written last) and names the others in a note.
 
 Final and best checkpoint: *final* is the highest evaluated step; *best* the one with the best
 selection metric (by default the benchmark's headline, in its direction:
-:class:`~ifdistill.evaluator.benchmark.Benchmark`). The best checkpoint is
+:class:`~ifdistill.benchmarks.base.Benchmark`). The best checkpoint is
 chosen on the evaluation prompts themselves and is therefore optimistic -- the report always shows it
 next to the final one, never instead of it.
 """
@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ifdistill.evaluator import benchmark as registry
+from ifdistill.benchmarks import registry
 from ifdistill.evaluator import output as eval_output
 from ifdistill.results import run_config, run_metrics
 from ifdistill.evaluator.output import EvalOutput
@@ -74,7 +74,7 @@ class Checkpoint:
 
     def samples(self) -> list | None:
         """What paired differences read: per-prompt decisions for a benchmark that has them
-        (:attr:`~ifdistill.evaluator.benchmark.Benchmark.prompt_decisions`), else samples.jsonl's rows;
+        (:attr:`~ifdistill.benchmarks.base.Benchmark.prompt_decisions`), else samples.jsonl's rows;
         None without samples."""
         if self.output is None:
             return None

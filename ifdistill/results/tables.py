@@ -15,7 +15,8 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from ifdistill.evaluator.benchmark import get, short_name
+from ifdistill.benchmarks.base import short_name
+from ifdistill.benchmarks.registry import get
 from ifdistill.evaluator.output import MODES
 
 

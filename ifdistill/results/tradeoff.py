@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ifdistill.evaluator import benchmark as registry
+from ifdistill.benchmarks import registry
 from ifdistill.results import run_config
 from ifdistill.results.page import Column, PageRow, Samples, column_delta, verdict
 from ifdistill.results.runs import Evaluation

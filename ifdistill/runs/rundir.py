@@ -229,7 +229,7 @@ class RunDir:
         self._update_launch(stopped=now_iso(), stopped_at_step=int(step), stop_reason=reason)
 
     def mark_diverged(self, record: dict[str, Any]) -> None:
-        """Record that the current launch stopped on a non-finite value (:mod:`ifdistill.train.divergence`)."""
+        """Record that the current launch stopped on a non-finite value (:mod:`ifdistill.train.nonfinite`)."""
         self._update_launch(diverged=record)
 
     def record_launch(self, **fields: Any) -> None:

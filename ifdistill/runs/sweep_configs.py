@@ -75,7 +75,8 @@ def activate(cfg: DictConfig) -> DictConfig:
     from hydra.core.hydra_config import HydraConfig
     from hydra.core.utils import setup_globals
 
-    import ifdistill.config  # noqa: F401  (registers the resolvers the configs use)
+    import ifdistill.config  # noqa: F401  (registers the resolvers the configs use: the shared data folder,
+    import ifdistill.runs.sweeps  # noqa: F401  a sweep's job and run names)
 
     setup_globals()  # Hydra's own resolvers (hydra:, now:), registered by Hydra's entry points
     if "hydra" in cfg:

@@ -3,7 +3,7 @@
 
 ``ifdistill-train -m experiment=ifeval_replay_sweep [hydra/launcher=slurm]`` runs one training per
 combination of the preset's ``hydra.sweeper.params``. Each run is named by *what was swept*
-(``ratio-0.05_method-distill_seed-1``, the ``ifdistill.sweep_name`` resolver of :mod:`ifdistill.config`), not
+(``ratio-0.05_method-distill_seed-1``, the ``ifdistill.sweep_name`` resolver, :func:`sweep_name`), not
 by every override on the command line, so the names stay short and a W&B panel grouped by name reads like
 the sweep's table. The run id stays
 ``<name>-<config_hash[:12]>`` (:mod:`ifdistill.train.rundir`), so names never need to be unique by
@@ -22,10 +22,16 @@ sweep* (../shared/notes/slurm-localhost.md). Multi-device sweeps go through ``hy
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
+import secrets
 from collections.abc import Mapping
 from typing import Any
 
 from hydra.experimental.callback import Callback
+
+from ifdistill.config import register_resolvers
 
 SWEEP_PREFIX = "sweep/"  # swept values in the W&B run config: sweep/<last key component>
 
@@ -153,3 +159,62 @@ class SweepOutcome(Callback):
         print(f"ifdistill-train: {len(_FAILED_JOBS)} of {self.jobs} sweep jobs failed: "
               f"{'; '.join(label for label, _ in _FAILED_JOBS)}", file=sys.stderr, flush=True)
         raise SystemExit(_FAILED_JOBS[0][1])
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_NOT_NAMING = ("experiment", "paths.", "hydra.", "hydra/")
+_MAX_NAME = 120
+
+
+def sweep_name(overrides: Any, params: Any = None) -> str:
+    """A job's name from its overrides: only the keys the sweep preset sweeps (``hydra.sweeper.params``)
+    when it has any, else every override except paths, hydra's own and the experiment.
+
+    ``["data.ratio=0.05", "method=distill", "x=1"]`` with params ``data.ratio, method`` ->
+    ``ratio-0.05_method-distill``: each part is the key's last component and the value, made safe for
+    directory names and W&B ids, in the order of the params. A name longer than 120 characters keeps
+    its start and gets a hash of the whole (file names are limited to 255 bytes)."""
+    values: dict[str, str] = {}
+    for item in overrides or []:
+        key, sep, value = str(item).partition("=")
+        if sep:
+            values[key.lstrip("+~")] = value
+    keys = [str(k) for k in (params or {}).keys()]
+    chosen = [k for k in keys if k in values] if keys else sorted(
+        k for k in values if not k.startswith(_NOT_NAMING))
+    name = _UNSAFE.sub("-", "_".join(f"{k.split('.')[-1]}-{values[k]}" for k in chosen)).strip("-") or "run"
+    if len(name) > _MAX_NAME:
+        name = f"{name[:_MAX_NAME - 9]}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
+    return name
+
+
+def slurm_gpus(accelerator: str, devices: Any) -> Any:
+    """Resolver for the slurm launcher's ``gpus_per_node``: the trainer's devices unless it runs on CPU."""
+    return None if str(accelerator) == "cpu" else devices
+
+
+LAUNCH_ID_ENV = "IFDISTILL_LAUNCH_ID"
+
+
+def launch_id() -> str:
+    """This launch's id in its Hydra job folder's name (``jobs/<second>_<id>``): the launching process's pid
+    and 4 random hex digits, so two launches in one second, on one host or several sharing the folder,
+    never share a job folder. Kept in the environment: the processes a launch starts (DDP ranks, SLURM
+    jobs of a sweep) resolve the same folder."""
+    if not os.environ.get(LAUNCH_ID_ENV):
+        os.environ[LAUNCH_ID_ENV] = f"{os.getpid()}-{secrets.token_hex(2)}"
+    return os.environ[LAUNCH_ID_ENV]
+
+
+def _basename(path: Any) -> str:
+    return os.path.basename(str(path).rstrip("/"))
+
+
+register_resolvers({
+    # A sweep job's name from the values swept, its W&B group from the sweep folder, a launch's job folder
+    # (conf/hydra/default.yaml), and the SLURM launcher's GPUs (conf/hydra/launcher/slurm.yaml).
+    "ifdistill.sweep_name": sweep_name,
+    "ifdistill.basename": _basename,
+    "ifdistill.launch_id": launch_id,
+    "ifdistill.slurm_gpus": slurm_gpus,
+})

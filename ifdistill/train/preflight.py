@@ -31,7 +31,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable
 
-from ifdistill.config import ConfigError, check_sections, lookup, strategy_name
+from ifdistill.config import ConfigError, check_sections, lookup
+from ifdistill.train.strategy_settings import strategy_name
 
 SAMPLE_ROWS = 50  # rows of each local data file loaded (and so validated) before training starts
 # Top-level keys of conf/train.yaml and its groups; anything else is a typo (`+lr=1e-3`).
@@ -253,7 +254,7 @@ def check_extra_evals(tree: Mapping[str, Any]) -> list[str]:
     """The run's ``eval`` and each extra benchmark of the checkpoint-eval callback
     (``callbacks.checkpoint_eval.evals.<name>``) is a valid eval section (its benchmark's checks, no other
     benchmark's section set): a mistake there would otherwise surface at the first checkpoint."""
-    from ifdistill.evaluator.benchmark import namespaces
+    from ifdistill.benchmarks.registry import namespaces
     from ifdistill.evaluator.settings import eval_settings
 
     problems = []
@@ -276,7 +277,7 @@ def check_extra_evals(tree: Mapping[str, Any]) -> list[str]:
 
 def check_divergence_policy(tree: Mapping[str, Any]) -> list[str]:
     """``run.on_nonfinite=skip`` needs an optimizer that steps from ``param.grad`` (not DeepSpeed's
-    partitions, :mod:`ifdistill.train.divergence`); ``run.resume_from`` names a run directory."""
+    partitions, :mod:`ifdistill.train.nonfinite`); ``run.resume_from`` names a run directory."""
     problems = []
     if lookup(tree, "run.on_nonfinite") == "skip" and "deepspeed" in strategy_name(tree).lower():
         problems.append("run.on_nonfinite=skip is not available with DeepSpeed (its optimizer steps from its "

@@ -1,9 +1,9 @@
 """``train(config)``: build the data, module, callbacks, loggers and trainer from a
 :class:`~ifdistill.train.schemas.TrainConfig`, then fit.
 
-Kept apart from ``@hydra.main`` (``ifdistill/train/cli.py``, where the composed tree becomes the typed,
-preflight-checked config: :func:`ifdistill.train.cli.train_config`) so that tests and scripts call it with a
-config of their own. Order matters:
+Kept apart from ``@hydra.main`` (``ifdistill/cli/train.py``; the composed tree becomes the typed,
+preflight-checked config at :func:`ifdistill.train.config_edge.train_config`) so that tests and scripts call
+it with a config of their own. Order matters:
 
 1. everything that shows without a model is checked before the config exists
    (:mod:`ifdistill.train.preflight`), then :func:`check_run_dir`, so a typo fails in seconds and leaves
@@ -13,7 +13,7 @@ config of their own. Order matters:
    (``run.resume``: ``auto`` resumes when one exists, ``never`` refuses an existing run, ``required``
    fails without one) -- re-running a crashed command therefore continues it; a run without checkpoints
    of its own starts from the newest one of ``run.resume_from`` (another run directory: after a
-   divergence, the same run with a changed learning rate, :mod:`ifdistill.train.divergence`);
+   divergence, the same run with a changed learning rate, :mod:`ifdistill.train.nonfinite`);
 3. build the datamodule, the module (``method`` group, ``_target_`` = the module class), callbacks
    (checkpointing + the ``callbacks`` group), loggers (``logger`` group) and the ``Trainer``
    (``trainer`` group, with the strategy it names);
@@ -127,7 +127,7 @@ def _callbacks(config: TrainConfig, run: RunInfo, *, progress_bar: bool, started
     from hydra.utils import get_class, instantiate
 
     from ifdistill.train.checkpointing import StepCheckpoint
-    from ifdistill.train.divergence import ConfiguredLearningRate, NonFiniteGuard
+    from ifdistill.train.nonfinite import ConfiguredLearningRate, NonFiniteGuard
     from ifdistill.train.preemption import RequeueOnSignal
 
     from ifdistill.train.progress import ProgressLog, StepProgressBar
@@ -189,8 +189,8 @@ def build_datamodule(config: TrainConfig, rd: Optional[RunDir] = None, data=None
 def start_checkpoint(origin: Path, digest: str) -> Path:
     """The checkpoint of run directory ``origin`` (``run.resume_from``) where a new run (another config
     hash: a changed learning rate after a divergence) starts: its newest, or the one it started from
-    (:func:`~ifdistill.train.divergence.last_finite_checkpoint`); read, never changed."""
-    from ifdistill.train.divergence import last_finite_checkpoint
+    (:func:`~ifdistill.train.nonfinite.last_finite_checkpoint`); read, never changed."""
+    from ifdistill.train.nonfinite import last_finite_checkpoint
 
     ckpt = last_finite_checkpoint(RunDir(origin))
     if ckpt is None:
@@ -230,9 +230,9 @@ def build_trainer(trainer: Mapping[str, Any], overrides: dict[str, Any]):
 def train(config: TrainConfig, *, checked: bool = False) -> dict[str, Any]:
     """Train as configured; returns run id, hash, run dir, final step and the last logged metrics.
 
-    ``config`` passed preflight when it was made (:func:`ifdistill.train.cli.train_config`). ``checked``:
+    ``config`` passed preflight when it was made (:func:`ifdistill.train.config_edge.train_config`). ``checked``:
     :func:`check_run_dir` passed too (the CLI runs it first)."""
-    from ifdistill.cli.console import quiet_console
+    from ifdistill.console import quiet_console
     from ifdistill.train.progress import single_log_output
 
     if not checked:
@@ -278,7 +278,7 @@ def _train_locked(config: TrainConfig, rd: RunDir, rid: str, digest: str, lock: 
     import lightning.pytorch as pl
 
     from ifdistill.train.checkpointing import find_resume_checkpoint
-    from ifdistill.train.divergence import TrainingDiverged, record_divergence
+    from ifdistill.train.nonfinite import TrainingDiverged, record_divergence
     from ifdistill.train.preemption import RequeueOnSignal, TrainingPreempted
     from ifdistill.train.progress import want_progress_bar
     from ifdistill.runs.sweeps import swept_values
@@ -324,7 +324,7 @@ def _train_locked(config: TrainConfig, rd: RunDir, rid: str, digest: str, lock: 
         trainer = build_trainer(config.trainer, overrides)
         hashed = hashed_config(config.tree, hash_ignore(config.tree))
         for lg in loggers:  # the config that defines the run, with its identity, in every logger (W&B config)
-            # sweep/<key>: what ifdistill.tracking.wandb_view groups by
+            # sweep/<key>: what ifdistill.cli.wandb_view groups by
             lg.log_hyperparams({"run_id": rid, "config_hash": digest, **hashed, **swept_values(config.tree)})
         settle()  # the heavy modules are in: freeze them, resume the collector (ifdistill.startup_heap)
         trainer.fit(module, datamodule=dm, ckpt_path=str(ckpt) if ckpt else None)

@@ -29,7 +29,7 @@ class RunSchema:
     hash_ignore: Optional[list[str]] = None  # null: ifdistill.runs.rundir.HASH_IGNORE
     verbose: bool = False  # libraries' INFO output and warnings on the console too (always in logs/console.log)
     # a non-finite loss, gradient or weight (any rank): stop (exit 3, state diverged) or skip the step, at most
-    # max_skipped_steps times (ifdistill.train.divergence)
+    # max_skipped_steps times (ifdistill.train.nonfinite)
     on_nonfinite: str = "stop"
     max_skipped_steps: int = 10
     resume_from: Optional[str] = None  # a run directory to start from when this run has no checkpoint
@@ -80,7 +80,7 @@ for _name, _schema in SCHEMAS.items():
 @dataclass
 class TrainConfig:
     """One training job's configuration, typed and checked (built at the command's edge by
-    :func:`ifdistill.train.cli.train_config`, after preflight).
+    :func:`ifdistill.train.config_edge.train_config`, after preflight).
 
     The plain-data sections are their schemas' objects; the sections that build objects (``method``,
     ``trainer``, ``logger``, ``callbacks``) and ``data`` (typed by the data layer,

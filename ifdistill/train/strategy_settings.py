@@ -13,10 +13,11 @@ composing a config does not import torch.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ifdistill.config import only_when_set, store_target_schema
+from ifdistill.config import lookup, only_when_set, store_target_schema
 
 MISSING = "???"  # OmegaConf's mark of a value the YAML must give (the factory's _target_)
 
@@ -70,3 +71,10 @@ ZERO, ZERO3, FSDP2 = Zero2Settings(), Zero3Settings(), FSDP2Settings()
 store_target_schema("zero2", Zero2Settings, closed=True)
 store_target_schema("zero3", Zero3Settings, targets=("ifdistill.train.strategies.deepspeed_strategy",), closed=True)
 store_target_schema("fsdp2", FSDP2Settings, targets=("ifdistill.train.strategies.fsdp2",), closed=True)
+
+
+def strategy_name(tree: Mapping[str, Any]) -> str:
+    """``trainer.strategy`` of a plain config tree as text: its ``_target_`` when it is built, else the name
+    Lightning takes (``ddp``); empty when none is set. What checks of a strategy's family search."""
+    node = lookup(tree, "trainer.strategy", "")
+    return str(node.get("_target_", "") if isinstance(node, Mapping) else node or "")

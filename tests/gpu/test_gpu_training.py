@@ -60,7 +60,7 @@ def train_gpu(root: Path, *overrides: str, timeout: float = 900) -> dict:
     root.mkdir(parents=True, exist_ok=True)
     own_peft = any(o.startswith("peft=") for o in overrides)
     common = [o for o in COMMON if not (own_peft and o.startswith("peft"))]
-    argv = [sys.executable, "-m", "ifdistill.train.cli", *common, *GPU, *overrides,
+    argv = [sys.executable, "-m", "ifdistill.cli.train", *common, *GPU, *overrides,
             f"paths.output_root={root}", f"hydra.run.dir={root}/hydra"]
     proc = subprocess.run(argv, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
@@ -97,7 +97,7 @@ class GpuMemory:
                     cmd = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
                 except (ValueError, OSError):
                     continue
-                role = "evaluator" if "ifdistill.evaluator.cli" in cmd else "trainer" if "ifdistill.train.cli" in cmd else None
+                role = "evaluator" if "ifdistill.evaluator.cli" in cmd else "trainer" if "ifdistill.cli.train" in cmd else None
                 if role:
                     self.peak_mib[role] = max(self.peak_mib.get(role, 0), mib)
             time.sleep(0.2)

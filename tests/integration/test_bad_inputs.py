@@ -32,8 +32,8 @@ GOOD = {"prompt": "Say hi.", "completion": "hi"}
 IFEVAL_ROW = {"key": 1, "prompt": "Say hi without commas.", "instruction_id_list": ["punctuation:no_comma"],
               "kwargs": [{}]}
 SCORE_ROW = {**IFEVAL_ROW, "response": "hi there"}
-MODULES = {"train": "ifdistill.train.cli", "eval": "ifdistill.programs.eval_cli", "score": "ifdistill.benchmarks.checking.cli",
-           "report": "ifdistill.results.cli", "status": "ifdistill.results.status"}
+MODULES = {"train": "ifdistill.cli.train", "eval": "ifdistill.cli.eval", "score": "ifdistill.cli.score",
+           "report": "ifdistill.cli.report", "status": "ifdistill.cli.status"}
 
 
 # lines that are not UTF-8, and the byte (0-based in the line) the error must name

@@ -1,8 +1,8 @@
 """The benchmark contract: every registered benchmark, one tiny evaluation, every consumer of its result.
 
-For each registration (:func:`ifdistill.evaluator.benchmark.names`, so a new one is covered without
+For each registration (:func:`ifdistill.benchmarks.registry.names`, so a new one is covered without
 editing this file) and for a small benchmark registered here from the test tree: its smoke evaluation
-(:meth:`~ifdistill.evaluator.benchmark.Benchmark.smoke_overrides`) runs through ``evaluate`` on the tiny
+(:meth:`~ifdistill.benchmarks.base.Benchmark.smoke_overrides`) runs through ``evaluate`` on the tiny
 model with the transformers backend, then
 
 - W&B (offline, read back from the run file): every metric at the checkpoint's step on ``<name>/step``,
@@ -27,7 +27,8 @@ from typing import Any, Optional
 import pytest
 
 from ifdistill.callbacks.eval_logging import flat_metrics, log_evaluation, step_key
-from ifdistill.evaluator import benchmark as registry
+from ifdistill.benchmarks import registry
+from ifdistill.benchmarks.base import Benchmark, short_name
 from ifdistill.evaluator.cli import load_config
 from ifdistill.evaluator.output import read_results
 from ifdistill.evaluator.plan import EvalPlan, generate_responses, rows_plan
@@ -39,7 +40,7 @@ STEP = 10
 TEST_BENCHMARK = "test_stops"
 
 
-class StopRate(registry.Benchmark):
+class StopRate(Benchmark):
     """A benchmark of the test tree: the share of responses that end on their own (finish reason ``stop``)."""
 
     name = TEST_BENCHMARK
@@ -119,7 +120,7 @@ def _log_to_wandb(results: dict, out: Path, wandb_dir: Path, monkeypatch) -> dic
 
 def _status_table(results: dict, out: Path, root: Path, capsys) -> str:
     from ifdistill.results import run_metrics
-    from ifdistill.results.status import main
+    from ifdistill.cli.status import main
 
     run = root / "run"
     (run / "checkpoints").mkdir(parents=True)
@@ -134,7 +135,7 @@ def _status_table(results: dict, out: Path, root: Path, capsys) -> str:
 def test_every_benchmark_through_every_consumer(name, tmp_path, monkeypatch, capsys):
     from ifdistill.results.page import Column, PageOptions, build_page
     from ifdistill.tracking.wandb_offline import load_table
-    from ifdistill.tracking.wandb_view import instruction_ids
+    from ifdistill.cli.wandb_view import instruction_ids
 
     bench = registry.get(name)
     out, results, samples = _evaluate(name, tmp_path)
@@ -169,7 +170,7 @@ def test_every_benchmark_through_every_consumer(name, tmp_path, monkeypatch, cap
     for metric in headline:
         v = values.get(metric)
         if bench.fractions:  # a percentage column per headline metric
-            assert registry.short_name(metric) in header
+            assert short_name(metric) in header
             assert f"{100 * v:.1f}" in run_row if v is not None else "| - |" in run_row
         elif v is not None:  # one column of every metric, value±stderr
             assert f"{metric} {v:.4f}" in run_row
@@ -184,7 +185,7 @@ def test_every_benchmark_through_every_consumer(name, tmp_path, monkeypatch, cap
     _report_against_itself(bench, out, values, samples)
 
 
-def _report_against_itself(bench: registry.Benchmark, out: Path, values: dict, samples: list[dict]) -> None:
+def _report_against_itself(bench: Benchmark, out: Path, values: dict, samples: list[dict]) -> None:
     """ifdistill-report's tables of the evaluation and its copy: the headline metrics as columns, a delta of
     0 in each (paired where documents hold the metric), each column's delta in report.md."""
     from ifdistill.results import runs, tables
@@ -209,4 +210,4 @@ def test_every_registration_has_a_smoke_evaluation_and_its_own_namespace():
     counts = collections.Counter(registry.get(n).name for n in registry.names())
     assert all(c == 1 for c in counts.values()) and sum(registry.get(n).default for n in registry.names()) == 1
     for n in registry.names():
-        assert registry.get(n).smoke_overrides.__func__ is not registry.Benchmark.smoke_overrides, n
+        assert registry.get(n).smoke_overrides.__func__ is not Benchmark.smoke_overrides, n

@@ -18,7 +18,7 @@ import pytest
 from ifdistill.benchmarks.ifbench import IFBENCH_REGISTRY
 from tests.parity import ifbench_boundary_cases as boundary_cases
 from tests.parity.ifbench_oracle import CRASH, load_oracle, load_sample_rows, oracle_is_random
-from ifdistill.benchmarks.checking import score_rows
+from ifdistill.benchmarks.instruction_following import score_rows
 from tests.support import compare_with_oracle, require, run_python
 
 #: Where the reference raises on some input, and ifdistill's decision there (strict == loose

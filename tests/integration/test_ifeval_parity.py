@@ -12,7 +12,7 @@ import importlib.util
 
 import pytest
 
-from ifdistill.benchmarks.checking import aggregate, score_rows
+from ifdistill.benchmarks.instruction_following import aggregate, score_rows
 from tests.parity import ifeval_boundary_cases as boundary_cases
 from tests.parity.ifeval_oracle import load_oracle, oracle_is_random
 from tests.parity.ifeval_reference_data import GPT4_REFERENCE_COUNTS, load_gpt4_rows

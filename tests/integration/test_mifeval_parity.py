@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ifdistill.benchmarks.checking import aggregate, score_rows
+from ifdistill.benchmarks.instruction_following import aggregate, score_rows
 from ifdistill.paths import shared_data_dir
 
 MIFEVAL = shared_data_dir() / "mifeval"

@@ -14,14 +14,14 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from ifdistill.evaluator import benchmark as registry
+from ifdistill.benchmarks import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("ifdistill", "callbacks", "launchers")
 #: Each benchmark's own folders (``ifdistill/benchmarks/<name>/``: its registration, settings, scorer and checkers),
-#: as each registration states them (:meth:`~ifdistill.evaluator.benchmark.Benchmark.folders`): a new benchmark's
+#: as each registration states them (:meth:`~ifdistill.benchmarks.base.Benchmark.folders`): a new benchmark's
 #: folder is found, not listed here. The instruction-checking base IFEval and IFBench share
-#: (``ifdistill/benchmarks/checking/``) is no benchmark's: it is scanned like every consumer.
+#: (``ifdistill/benchmarks/instruction_following/``) is no benchmark's: it is scanned like every consumer.
 OWN = tuple(sorted({folder for name in registry.names() for folder in registry.get(name).folders()}))
 NOT_YET = {
     "ifdistill/data/records.py": "the 'ifeval' row layout of training/eval data (a data schema, not the benchmark)",
@@ -92,4 +92,4 @@ def test_every_benchmark_folder_is_found():
     folders = {f"ifdistill/benchmarks/{m.__name__.split('.')[-2]}/" for m in registry.subpackage_modules("benchmark")}
     assert folders <= set(OWN) and all((ROOT / f).is_dir() for f in OWN)
     assert {f"ifdistill/benchmarks/{n}/" for n in ("ifeval", "ifbench", "judge", "lmeval")} <= set(OWN)
-    assert "ifdistill/benchmarks/checking/" not in OWN and (ROOT / "ifdistill/benchmarks/checking").is_dir()
+    assert "ifdistill/benchmarks/instruction_following/" not in OWN and (ROOT / "ifdistill/benchmarks/instruction_following").is_dir()

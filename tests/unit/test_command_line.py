@@ -1,5 +1,5 @@
 """A composition mistake on ifdistill-train's command line is one line and exit 2, before Hydra or a run
-directory exists; a sweep's other values are composed too (ifdistill/cli/command_line.py)."""
+directory exists; a sweep's other values are composed too (ifdistill/command_line.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ifdistill.cli.command_line import jobs_to_check
+from ifdistill.command_line import jobs_to_check
 
 TRAIN = Path(sys.executable).parent / "ifdistill-train"
 

@@ -19,7 +19,8 @@ PATTERN = re.compile(r"omegaconf|DictConfig")
 
 EDGES = {
     "ifdistill/config.py": "the schema checker every edge uses (struct-mode merge, the config resolvers)",
-    "ifdistill/train/cli.py": "ifdistill-train's entry point: train_config() makes the typed TrainConfig",
+    "ifdistill/cli/train.py": "ifdistill-train's entry point: the Hydra app",
+    "ifdistill/train/config_edge.py": "train_config(): the composed tree becomes the typed TrainConfig",
     "ifdistill/evaluator/cli.py": "ifdistill-eval's entry point: eval_config() makes the typed EvalConfig",
     "ifdistill/evaluator/rerun.py": "ifdistill-eval rerun: the recorded config and the command's overrides",
     "callbacks/backfill.py": "ifdistill-eval backfill: reads a run's config.yaml and composes added benchmarks",
@@ -27,7 +28,7 @@ EDGES = {
     "ifdistill/runs/sweep_configs.py": "the reader of a sweep's recorded configs",
     "ifdistill/results/run_config.py": "the reader of a run's config.yaml for ifdistill-report (plain dicts out)",
     "ifdistill/evaluator/results.py": "names the omegaconf package among the library versions results.json records",
-    "ifdistill/tracking/wandb_view.py": "ifdistill-wandb-view's entry point: composes or reads the sweep's job configs "
+    "ifdistill/cli/wandb_view.py": "ifdistill-wandb-view's entry point: composes or reads the sweep's job configs "
                                         "(view_spec and below read plain trees)",
 }
 

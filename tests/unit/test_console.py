@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 
-from ifdistill.cli.console import LOG_FILE, OwnLines, ToRoot, _RunLog, quiet_console
+from ifdistill.console import LOG_FILE, OwnLines, ToRoot, _RunLog, quiet_console
 
 RECORDS = [  # (logger, level, message, shown on a quiet console)
     ("ifdistill.train.run", logging.INFO, "run demo-1 in /runs/demo-1", True),

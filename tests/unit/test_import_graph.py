@@ -10,9 +10,12 @@ functions too (they run later, but the dependency is the same); relative imports
 strongly connected component of more than one module; a module importing itself is not one.
 
 The same holds one level up, between the package's parts (``ifdistill.evaluator``,
-``ifdistill.callbacks``, a top-level module such as ``ifdistill.tracking.wandb_view``): two folders that import
+``ifdistill.callbacks``, a top-level module such as ``ifdistill.paths``): two folders that import
 each other, even through different modules, have no layer order, so neither can be read or tested
-without the other.
+without the other. ``ifdistill/benchmarks/`` is a home of plug-ins, not one layer: its interface
+(``base``, ``registry``) is at the bottom, below the evaluator, and each benchmark's folder at the top,
+above it; so each of its modules and folders is a part of its own (:data:`PLUGIN_HOMES`), and the
+interface imports neither the evaluator nor any benchmark's folder.
 
 Between the benchmarks' folders (``ifdistill/benchmarks/<name>/``) the rule is stricter: no benchmark's
 folder imports another's, and a shared folder beside them (one without a ``benchmark`` module: the
@@ -152,13 +155,23 @@ def example_loop(graph: dict[str, set[str]], component: list[str]) -> list[str]:
     raise AssertionError(f"not a cycle: {component}")
 
 
-def part_graph(graph: dict[str, set[str]], depth: int = 2) -> dict[str, set[str]]:
-    """The graph between the package's parts: each module counts as its first ``depth`` components."""
+#: Packages whose modules and folders are each a part of their own (module docstring).
+PLUGIN_HOMES = ("ifdistill.benchmarks",)
+
+
+def part_of(module: str, depth: int = 2, homes: tuple[str, ...] = PLUGIN_HOMES) -> str:
+    """The part ``module`` belongs to: its first ``depth`` components, one more inside a plug-in home."""
+    inside = next((h for h in homes if module.startswith(f"{h}.")), None)
+    return ".".join(module.split(".")[:depth + 1 if inside else depth])
+
+
+def part_graph(graph: dict[str, set[str]], depth: int = 2, homes: tuple[str, ...] = PLUGIN_HOMES
+               ) -> dict[str, set[str]]:
+    """The graph between the package's parts (:func:`part_of`)."""
     parts: dict[str, set[str]] = {}
     for module, targets in graph.items():
-        part = ".".join(module.split(".")[:depth])
-        parts.setdefault(part, set()).update(
-            t for t in (".".join(target.split(".")[:depth]) for target in targets) if t != part)
+        part = part_of(module, depth, homes)
+        parts.setdefault(part, set()).update(t for t in (part_of(x, depth, homes) for x in targets) if t != part)
     return parts
 
 
@@ -168,13 +181,12 @@ def describe(graph: dict[str, set[str]], modules: dict[str, set[str]] | None = N
     for component in cycles(graph):
         lines.append(f"{' <-> '.join(component)}\n    e.g. {' -> '.join(example_loop(graph, component))}")
         if modules is not None:
-            members = set(component)
-            depth = component[0].count(".") + 1
+            members = sorted(component, key=len, reverse=True)  # the longest part a module is in
+            member = lambda name: next((m for m in members if name == m or name.startswith(f"{m}.")), None)  # noqa: E731
             lines.extend(
                 f"    {module} -> {target}"
                 for module in sorted(modules) for target in sorted(modules[module])
-                if (a := ".".join(module.split(".")[:depth])) in members
-                and (b := ".".join(target.split(".")[:depth])) in members and a != b
+                if (a := member(module)) and (b := member(target)) and a != b
             )
     return "\n".join(lines)
 
@@ -198,6 +210,19 @@ def test_the_package_parts_have_no_import_cycles():
     parts = part_graph(graph)
     assert {"ifdistill.callbacks", "ifdistill.evaluator", "ifdistill.train"} <= set(parts)
     assert not cycles(parts), "import cycles among ifdistill's folders:\n" + describe(parts, graph)
+
+
+def test_the_benchmark_interface_is_below_the_evaluator():
+    graph = import_graph(module_files(ROOT, package_dir()))
+    interface = (f"{BENCHMARKS}.base", f"{BENCHMARKS}.registry")
+    assert f"{BENCHMARKS}.registry" in graph["ifdistill.evaluator.run"]  # the evaluator builds on it
+    upward = sorted(f"{m} -> {t}" for m in interface for t in graph[m]
+                    if t.startswith(("ifdistill.evaluator", *(f"{BENCHMARKS}.{f}" for f in _folders(graph)))))
+    assert not upward, "the benchmark interface imports what builds on it:\n" + "\n".join(upward)
+
+
+def _folders(graph: dict[str, set[str]]) -> set[str]:
+    return {name.split(".")[2] for name in graph if name.startswith(f"{BENCHMARKS}.") and name.count(".") >= 3}
 
 
 BENCHMARKS = "ifdistill.benchmarks"
@@ -225,12 +250,12 @@ def test_no_benchmark_imports_another():
     graph = import_graph(modules)
     # The folders are the real ones: the four benchmarks and the shared base beside them.
     assert {f"{BENCHMARKS}.{n}" for n in ("ifeval", "ifbench", "judge", "lmeval")} <= benchmark_folders(modules)
-    assert f"{BENCHMARKS}.checking.instruction_benchmark" in graph[f"{BENCHMARKS}.ifeval.benchmark"]
+    assert f"{BENCHMARKS}.instruction_following.instruction_benchmark" in graph[f"{BENCHMARKS}.ifeval.benchmark"]
     assert not cross_benchmark_imports(graph), "imports into a benchmark's folder from another:\n" + "\n".join(
         cross_benchmark_imports(graph))
     inside = {m: {t for t in targets if t.startswith(f"{BENCHMARKS}.")} for m, targets in graph.items()
               if m.startswith(f"{BENCHMARKS}.")}
-    folders = part_graph(inside, depth=3)
+    folders = part_graph(inside, depth=3, homes=())
     assert not cycles(folders), "import cycles among the benchmarks' folders:\n" + describe(folders, graph)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ifdistill.config import LAUNCH_ID_ENV
+from ifdistill.runs.sweeps import LAUNCH_ID_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCH = textwrap.dedent("""

@@ -12,7 +12,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf, open_dict
 
 import ifdistill.config  # noqa: F401  (registers the resolvers the configs use)
-from ifdistill.config import sweep_name
+from ifdistill.runs.sweeps import sweep_name
 from ifdistill.runs.sweeps import check_launch
 
 CONF = Path(__file__).resolve().parents[2] / "conf"

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from ifdistill.benchmarks.checking.stats import METRICS as AGGREGATES
-from ifdistill.benchmarks.ifeval.registry import INSTRUCTION_REGISTRY
+from ifdistill.benchmarks.instruction_following.stats import METRICS as AGGREGATES
+from ifdistill.benchmarks.ifeval.instruction_ids import INSTRUCTION_REGISTRY
 from ifdistill.callbacks.eval_logging import step_key
 from ifdistill.runs.sweeps import swept_values
-from ifdistill.tracking.wandb_view import benchmarks, compose, main, metric_keys, to_workspace, view_spec
+from ifdistill.cli.wandb_view import benchmarks, compose, main, metric_keys, to_workspace, view_spec
 
 STEP_KEY = step_key("ifeval")
 
@@ -148,7 +148,7 @@ def hook(event, args):
         raise RuntimeError(f"network access: {event} {args!r:.200}")
 sys.addaudithook(hook)
 import wandb_workspaces.workspaces, wandb_workspaces.reports.v2
-from ifdistill.tracking.wandb_view import main
+from ifdistill.cli.wandb_view import main
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -181,7 +181,7 @@ def test_swept_keys_with_one_short_name_are_refused():
 def test_a_sweep_of_several_configs_shows_every_panel_key_of_each_once():
     """Jobs of one sweep whose data differ (a replay source in some): the view unites their held-out sets
     and grouping keys, keeps each panel once and each key once within it."""
-    from ifdistill.tracking.wandb_view import merge_specs
+    from ifdistill.cli.wandb_view import merge_specs
 
     def spec(vals, groupby):
         return {"group": "g", "groupby": groupby, "benchmarks": ["ifeval"], "sections": [

@@ -81,7 +81,7 @@ def test_a_writers_own_line_is_kept():
 def test_a_report_on_a_full_disk_is_one_line_and_exit_2(tmp_path, capsys):
     """``ifdistill-report`` writing into a full filesystem: one line naming the report folder and the free
     space, exit 2 (its inputs are read first, so the line is about the write alone)."""
-    from ifdistill.results.cli import main
+    from ifdistill.cli.report import main
     from tests.unit.results.result_files import simple_rows, write_eval_dir
 
     evals = write_eval_dir(tmp_path / "eval", simple_rows([True, False]))

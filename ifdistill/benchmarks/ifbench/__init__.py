@@ -1,8 +1,8 @@
 """IFBench: the 58 constraints of allenai's IFBench (Pyatkin et al., 2025) as a benchmark of the evaluator.
 
-``benchmark`` (its registration), ``registry`` (its id -> checker table), the checkers
+``benchmark`` (its registration), ``instruction_ids`` (its table of instruction id -> checker), the checkers
 (``instructions_*``) and their text measurements (``text``, ``verbs``). The checkers build on the shared
-instruction-checking base (:mod:`ifdistill.benchmarks.checking`: the checker base class, kwargs validation,
+instruction-checking base (:mod:`ifdistill.benchmarks.instruction_following`: the checker base class, kwargs validation,
 text measurements), and the shared scorer there judges them strict and loose and aggregates them, because
 the reference evaluation (``evaluation_lib.py``) judges strict and loose exactly as IFEval's does; only the
 checkers differ.
@@ -11,7 +11,7 @@ Importing this package loads neither nltk, emoji nor syllapy, and nothing ever d
 reference downloads a spaCy model at import and NLTK data at run time).
 """
 
-from ifdistill.benchmarks.ifbench.registry import IFBENCH_REGISTRY
+from ifdistill.benchmarks.ifbench.instruction_ids import IFBENCH_REGISTRY
 
 #: Version of the IFBench decisions; bump it whenever any decision could change.
 IFBENCH_SCORER_VERSION = "ifbench-1"

@@ -1,19 +1,19 @@
-"""IFBench's registration (:mod:`ifdistill.evaluator.benchmark`).
+"""IFBench's registration (:mod:`ifdistill.benchmarks.registry`).
 
 IFBench's reference evaluation judges strict and loose exactly as IFEval's does, so its rows go through the
 instruction-checking base's plan, scorer and results
-(:class:`~ifdistill.benchmarks.checking.instruction_benchmark.InstructionBenchmark`); its own are the name
+(:class:`~ifdistill.benchmarks.instruction_following.instruction_benchmark.InstructionBenchmark`); its own are the name
 (the W&B namespace ``ifbench/*`` of an ``evals.ifbench`` section), the display name, its data, its checkers
-(:data:`~ifdistill.benchmarks.ifbench.registry.IFBENCH_REGISTRY`, whose ids its per-type panel shows) and their
+(:data:`~ifdistill.benchmarks.ifbench.instruction_ids.IFBENCH_REGISTRY`, whose ids its per-type panel shows) and their
 version in the config hash.
 """
 
 from __future__ import annotations
 
-from ifdistill.benchmarks.checking.instruction_benchmark import InstructionBenchmark
+from ifdistill.benchmarks.instruction_following.instruction_benchmark import InstructionBenchmark
 from ifdistill.benchmarks.ifbench import scorer_version, text
-from ifdistill.benchmarks.ifbench.registry import IFBENCH_REGISTRY
-from ifdistill.evaluator.benchmark import register
+from ifdistill.benchmarks.ifbench.instruction_ids import IFBENCH_REGISTRY
+from ifdistill.benchmarks.registry import register
 
 
 class IFBench(InstructionBenchmark):

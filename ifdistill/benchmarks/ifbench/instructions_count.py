@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import string
 
-from ifdistill.benchmarks.checking.instruction_base import (
+from ifdistill.benchmarks.instruction_following.instruction_base import (
     Instruction,
     InvalidKwargsError,
     want_number,

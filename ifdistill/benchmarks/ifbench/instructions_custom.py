@@ -16,7 +16,7 @@ import io
 import re
 import unicodedata
 
-from ifdistill.benchmarks.checking.instruction_base import Instruction, want_count, want_text
+from ifdistill.benchmarks.instruction_following.instruction_base import Instruction, want_count, want_text
 from ifdistill.benchmarks.ifbench import text as T
 from ifdistill.benchmarks.ifbench.instructions_count import DELETE_PUNCT, PUNCT_SPACE
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import string
 
-from ifdistill.benchmarks.checking.instruction_base import Instruction, want_text
+from ifdistill.benchmarks.instruction_following.instruction_base import Instruction, want_text
 from ifdistill.benchmarks.ifbench import text as T
 from ifdistill.benchmarks.ifbench.instructions_count import DELETE_PUNCT, PUNCT, PUNCT_SPACE
 

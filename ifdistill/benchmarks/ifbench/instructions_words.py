@@ -17,7 +17,7 @@ from __future__ import annotations
 import string
 from collections import Counter
 
-from ifdistill.benchmarks.checking.instruction_base import Instruction, want_count, want_number, want_text
+from ifdistill.benchmarks.instruction_following.instruction_base import Instruction, want_count, want_number, want_text
 from ifdistill.benchmarks.ifbench import text as T
 from ifdistill.benchmarks.ifbench.instructions_count import DELETE_PUNCT, PUNCT_SPACE
 

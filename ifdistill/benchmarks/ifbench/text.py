@@ -2,7 +2,7 @@
 
 * :func:`split_into_sentences` is IFBench's own regular-expression sentence splitter (not punkt),
   reproduced step by step; the checkers that count, compare or index sentences use it.
-* Word counts and ``nltk.word_tokenize`` come from :mod:`ifdistill.benchmarks.checking.text_analysis` (one home
+* Word counts and ``nltk.word_tokenize`` come from :mod:`ifdistill.benchmarks.instruction_following.text_analysis` (one home
   for nltk; punkt_tab is found locally and nltk never downloads).
 * :data:`STOPWORDS` is NLTK's English stopword list (198 entries), kept here so that scoring needs no
   corpus on disk; a test checks it against ``shared/data/ifbench/nltk_data``. ``ratio:stop_words``
@@ -22,7 +22,7 @@ import functools
 import re
 from typing import Any
 
-from ifdistill.benchmarks.checking import text_analysis
+from ifdistill.benchmarks.instruction_following import text_analysis
 
 _CACHE_SIZE = 4096
 

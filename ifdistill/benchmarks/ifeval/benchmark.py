@@ -1,17 +1,17 @@
-"""IFEval's registration (:mod:`ifdistill.evaluator.benchmark`): google's 541 prompts with verifiable
+"""IFEval's registration (:mod:`ifdistill.benchmarks.registry`): google's 541 prompts with verifiable
 instructions, judged strict and loose, the default benchmark.
 
 The plan, the scoring and the results are the instruction-checking base's
-(:class:`~ifdistill.benchmarks.checking.instruction_benchmark.InstructionBenchmark`); its own are the name
+(:class:`~ifdistill.benchmarks.instruction_following.instruction_benchmark.InstructionBenchmark`); its own are the name
 (the W&B namespace ``ifeval/*``), its data, the results page's default columns, its checkers
-(:data:`~ifdistill.benchmarks.ifeval.registry.INSTRUCTION_REGISTRY`) and which of them are about form.
+(:data:`~ifdistill.benchmarks.ifeval.instruction_ids.INSTRUCTION_REGISTRY`) and which of them are about form.
 """
 
 from __future__ import annotations
 
-from ifdistill.benchmarks.checking.instruction_benchmark import InstructionBenchmark
-from ifdistill.benchmarks.ifeval.registry import INSTRUCTION_REGISTRY
-from ifdistill.evaluator.benchmark import register
+from ifdistill.benchmarks.instruction_following.instruction_benchmark import InstructionBenchmark
+from ifdistill.benchmarks.ifeval.instruction_ids import INSTRUCTION_REGISTRY
+from ifdistill.benchmarks.registry import register
 
 
 class IFEval(InstructionBenchmark):

@@ -2,7 +2,7 @@
 nltk's word tokenizer.
 
 * Language detection is langdetect, **seeded** (``DetectorFactory.seed = 0``, see
-  :mod:`ifdistill.benchmarks.checking.text_analysis`). When langdetect cannot decide (``LangDetectException``,
+  :mod:`ifdistill.benchmarks.instruction_following.text_analysis`). When langdetect cannot decide (``LangDetectException``,
   e.g. a response without letters) the instruction counts as **followed**, as in the reference.
 * "All lowercase / all capitals, in English" means ``str.islower()`` / ``str.isupper()`` **and**
   langdetect says ``en``. A text without any cased letter fails ``islower``/``isupper`` and so fails
@@ -12,8 +12,8 @@ nltk's word tokenizer.
 
 from __future__ import annotations
 
-from ifdistill.benchmarks.checking import text_analysis
-from ifdistill.benchmarks.checking.instruction_base import (
+from ifdistill.benchmarks.instruction_following import text_analysis
+from ifdistill.benchmarks.instruction_following.instruction_base import (
     Instruction,
     InvalidKwargsError,
     compare,

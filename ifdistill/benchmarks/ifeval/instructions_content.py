@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from ifdistill.benchmarks.checking.instruction_base import (
+from ifdistill.benchmarks.instruction_following.instruction_base import (
     Instruction,
     want_count,
     want_regex,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from ifdistill.benchmarks.checking.instruction_base import (
+from ifdistill.benchmarks.instruction_following.instruction_base import (
     Instruction,
     InvalidKwargsError,
     compare,

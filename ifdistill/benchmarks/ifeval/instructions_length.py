@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 
-from ifdistill.benchmarks.checking import text_analysis
-from ifdistill.benchmarks.checking.instruction_base import (
+from ifdistill.benchmarks.instruction_following import text_analysis
+from ifdistill.benchmarks.instruction_following.instruction_base import (
     Instruction,
     InvalidKwargsError,
     compare,

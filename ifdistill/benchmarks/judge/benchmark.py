@@ -1,8 +1,8 @@
-"""The judge's registration (:mod:`ifdistill.evaluator.benchmark`): an LLM judge of the evaluated model's responses.
+"""The judge's registration (:mod:`ifdistill.benchmarks.registry`): an LLM judge of the evaluated model's responses.
 
 The evaluated model answers ``eval.data``'s rows as an instruction-following benchmark does (the same
 plan, so the same prompts and generation as IFEval's on the same data, and the row check of the
-instruction-checking base, :mod:`ifdistill.benchmarks.checking.instruction_benchmark`), then a judge model
+instruction-checking base, :mod:`ifdistill.benchmarks.instruction_following.instruction_benchmark`), then a judge model
 scores each response (``mode: absolute``) or compares it with a reference (``pairwise``):
 :mod:`ifdistill.benchmarks.judge.run`. Its own config section (``eval.judge``) is validated here; its
 metrics are the win rate or the mean score with their counts (:mod:`ifdistill.benchmarks.judge.verdicts`).
@@ -14,10 +14,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
-from ifdistill.benchmarks.checking.instruction_benchmark import check_row, scorer_version
+from ifdistill.benchmarks.instruction_following.instruction_benchmark import check_row, scorer_version
 from ifdistill.benchmarks.judge.settings import SECTIONS
 from ifdistill.benchmarks.judge.verdicts import JUDGE_MODES, JUDGE_PLACEHOLDERS
-from ifdistill.evaluator.benchmark import Benchmark, register
+from ifdistill.benchmarks.base import Benchmark
+from ifdistill.benchmarks.registry import register
 
 #: The headline metric of each mode.
 HEADLINE = {"absolute": "score_mean", "pairwise": "win_rate"}

@@ -1,4 +1,4 @@
-"""lm-eval's registration (:mod:`ifdistill.evaluator.benchmark`): lm-evaluation-harness tasks on the evaluator's engine.
+"""lm-eval's registration (:mod:`ifdistill.benchmarks.registry`): lm-evaluation-harness tasks on the evaluator's engine.
 
 Phase 1 and 2 are :mod:`ifdistill.benchmarks.lmeval.run`'s (lm-eval imports only there). Its metrics are
 results.json's flat ``<task>/<metric>[/<filter>]`` (:mod:`ifdistill.benchmarks.lmeval.output`); its W&B
@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ifdistill.benchmarks.lmeval.settings import SECTIONS
-from ifdistill.evaluator.benchmark import Benchmark, register
+from ifdistill.benchmarks.base import Benchmark
+from ifdistill.benchmarks.registry import register
 
 #: Samples-table columns in order; a column appears when some row of the table holds it.
 COLUMNS = ("key", "task", "prompt", "target", "response", "filtered", "choices", "loglikelihoods", "is_greedy",

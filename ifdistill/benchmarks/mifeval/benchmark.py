@@ -1,9 +1,9 @@
-"""M-IFEval's registrations (:mod:`ifdistill.evaluator.benchmark`): one per language, each with its own name
+"""M-IFEval's registrations (:mod:`ifdistill.benchmarks.registry`): one per language, each with its own name
 (the W&B namespace ``mifeval_<lang>/*``), data (the shared copy of the language's prompts), id table, page
 columns and checker version.
 
 The plan, scoring and results are the instruction-checking base's
-(:class:`~ifdistill.benchmarks.checking.instruction_benchmark.InstructionBenchmark`): the reference evaluation
+(:class:`~ifdistill.benchmarks.instruction_following.instruction_benchmark.InstructionBenchmark`): the reference evaluation
 judges strict and loose exactly as IFEval's does. The checker version names the language tools and their
 versions, so an evaluation scored with another spaCy, Punkt model or janome never shares a config hash.
 """
@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from importlib import metadata
 
-from ifdistill.benchmarks.checking.instruction_benchmark import InstructionBenchmark
+from ifdistill.benchmarks.instruction_following.instruction_benchmark import InstructionBenchmark
 from ifdistill.benchmarks.mifeval import tools
 from ifdistill.benchmarks.mifeval.french import FRENCH
 from ifdistill.benchmarks.mifeval.japanese import JAPANESE
 from ifdistill.benchmarks.mifeval.spanish import SPANISH
-from ifdistill.evaluator.benchmark import register
+from ifdistill.benchmarks.registry import register
 
 #: Version of M-IFEval's decisions; bump it whenever any decision could change.
 MIFEVAL_SCORER_VERSION = "mifeval-1"

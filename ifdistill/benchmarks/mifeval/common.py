@@ -18,8 +18,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Callable, ClassVar, Optional
 
-from ifdistill.benchmarks.checking import text_analysis
-from ifdistill.benchmarks.checking.instruction_base import (
+from ifdistill.benchmarks.instruction_following import text_analysis
+from ifdistill.benchmarks.instruction_following.instruction_base import (
     Instruction,
     InvalidKwargsError,
     want_count,
@@ -188,7 +188,7 @@ class IdTable(Mapping):
 
     @functools.cached_property
     def _table(self) -> dict[str, type[Instruction]]:
-        from ifdistill.evaluator import benchmark as registry  # noqa: PLC0415 - IFEval's registration
+        from ifdistill.benchmarks import registry  # noqa: PLC0415 - IFEval's registration
 
         english = registry.get(ENGLISH).instructions
         table = {f"{self.language}:{iid}": _renamed(english[iid], self.language, self._ignoring.get(iid, ()))

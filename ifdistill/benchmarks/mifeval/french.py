@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from ifdistill.benchmarks.checking import text_analysis
-from ifdistill.benchmarks.checking.instruction_base import Instruction, InvalidKwargsError
+from ifdistill.benchmarks.instruction_following import text_analysis
+from ifdistill.benchmarks.instruction_following.instruction_base import Instruction, InvalidKwargsError
 from ifdistill.benchmarks.mifeval import tools
 from ifdistill.benchmarks.mifeval.common import Counted, IdTable, KeywordCount, LanguageOf, LetterCount, options_checker
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 import string
 
-from ifdistill.benchmarks.checking import text_analysis
-from ifdistill.benchmarks.checking.instruction_base import Instruction, want_count, want_regex, want_text
+from ifdistill.benchmarks.instruction_following import text_analysis
+from ifdistill.benchmarks.instruction_following.instruction_base import Instruction, want_count, want_regex, want_text
 from ifdistill.benchmarks.mifeval import tools
 from ifdistill.benchmarks.mifeval.common import (
     Counted,

@@ -28,7 +28,7 @@ import threading
 import unicodedata
 from typing import Any
 
-from ifdistill.benchmarks.checking import text_analysis
+from ifdistill.benchmarks.instruction_following import text_analysis
 from ifdistill.paths import ensure_nltk_data
 
 _CACHE_SIZE = 2048

@@ -36,7 +36,8 @@ class OnPolicyDistillHooks(DistillHooks):
 
     @classmethod
     def config_problems(cls, method: Mapping[str, Any], tree: Mapping[str, Any]) -> list[str]:
-        from ifdistill.config import lookup, strategy_name
+        from ifdistill.config import lookup
+        from ifdistill.train.strategy_settings import strategy_name
         from ifdistill.methods.onpolicy_distill.checks import setting_problems
 
         problems = setting_problems(method)

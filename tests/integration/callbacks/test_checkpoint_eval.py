@@ -329,12 +329,12 @@ def test_requeue_signal_stops_evaluations_and_the_resumed_run_evaluates_them(tmp
 def test_report_compares_the_two_demo_runs(run_dir, sabotaged, tmp_path):
     """ifdistill-report on the two runs above (same config, seeds 42 and 7; one evaluated during training,
     one back-filled): final metrics, the paired test on the prompt vectors, the seed group, curves."""
-    from ifdistill.benchmarks.checking.stats import mcnemar_exact
+    from ifdistill.benchmarks.instruction_following.stats import mcnemar_exact
 
     other = sabotaged["run_dir"]
     assert sabotaged["backfill"].returncode == 0
     out = tmp_path / "report"
-    proc = subprocess.run([sys.executable, "-m", "ifdistill.results.cli", str(run_dir), str(other), "-o", str(out),
+    proc = subprocess.run([sys.executable, "-m", "ifdistill.cli.report", str(run_dir), str(other), "-o", str(out),
                            "--bootstrap-resamples", "500"], env={**_env(), "MPLBACKEND": "Agg"},
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
@@ -416,7 +416,7 @@ def test_two_benchmarks_per_checkpoint_from_one_export(tmp_path):
     assert [r["ifbench/step"] for r in rows] == [4]
     assert rows[0]["ifbench/prompt_level_loose_acc"] == pytest.approx(ifbench_results["metrics"]["prompt_level_loose_acc"])
     # ifdistill-report --benchmark ifbench reports the IFBench checkpoints of the same run
-    from ifdistill.results.cli import write_report
+    from ifdistill.cli.report import write_report
 
     report = write_report([run], tmp_path / "report", benchmark="ifbench")["report"]
     (row,) = report["runs"]
@@ -443,7 +443,7 @@ def assert_judge_identical_after_training(run: Path, post: Path, history: list[d
     rows = [r for r in history if "judge/num_judged" in r]
     assert [r["judge/step"] for r in rows] == [4] and rows[0]["judge/num_judged"] == 2
     assert rows[0]["judge/samples"]["_type"] == "table-file"  # each judgement's verdict, W&B's samples table
-    from ifdistill.results.status import format_table, run_status  # ifdistill-status's table, in process
+    from ifdistill.cli.status import format_table, run_status  # ifdistill-status's table, in process
 
     line = next(x for x in format_table([run_status(run)]).splitlines() if "| judge |" in x)
     assert "| 1 | 4 |" in line and "num_judged 2" in line

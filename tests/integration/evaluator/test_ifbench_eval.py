@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ifdistill.benchmarks.checking import score_rows
-from ifdistill.benchmarks.checking.schema import SAMPLE_SCHEMA, validate
+from ifdistill.benchmarks.instruction_following import score_rows
+from ifdistill.benchmarks.instruction_following.schema import SAMPLE_SCHEMA, validate
 from ifdistill.benchmarks.ifbench import scorer_version
 from ifdistill.callbacks.eval_logging import flat_metrics
 from ifdistill.evaluator.cli import load_config

@@ -24,7 +24,7 @@ import pytest
 from ifdistill.callbacks.eval_jobs import EvalQueue
 from ifdistill.launchers.local_eval import LocalRunner
 from ifdistill.evaluator.output import read_results
-from ifdistill.benchmarks.checking.schema import validate
+from ifdistill.benchmarks.instruction_following.schema import validate
 from ifdistill.evaluator.serve import NO_PREFIX_RESET_ENV
 from ifdistill.launchers.persistent_eval import PersistentRunner
 from tests.integration.evaluator.serve_support import jobs, make_exports

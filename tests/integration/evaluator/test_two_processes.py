@@ -24,7 +24,7 @@ import pytest
 from ifdistill.hashing import weight_hashes
 from ifdistill.evaluator.launch import evaluator_command
 from ifdistill.evaluator.output import read_results
-from ifdistill.benchmarks.checking.schema import SAMPLE_SCHEMA, validate
+from ifdistill.benchmarks.instruction_following.schema import SAMPLE_SCHEMA, validate
 from ifdistill.paths import shared_data_dir
 from tests.integration.evaluator.tuned import require_vllm
 from tests.support import eval_section

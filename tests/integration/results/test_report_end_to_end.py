@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from ifdistill.benchmarks.checking.scoring import score_rows
-from ifdistill.benchmarks.checking.stats import aggregate, mcnemar_exact
-from ifdistill.evaluator.benchmark import get as _benchmark
+from ifdistill.benchmarks.instruction_following.scoring import score_rows
+from ifdistill.benchmarks.instruction_following.stats import aggregate, mcnemar_exact
+from ifdistill.benchmarks.registry import get as _benchmark
 from ifdistill.results import run_metrics
 from tests.support import require
 from tests.unit.results.result_files import results_json, sample
@@ -59,7 +59,7 @@ VARIANTS = {
 def _publish(out_dir: Path, prompts: list[dict], variant: str, k: int = 0) -> list[dict]:
     """Score one variant of the responses and publish it like the evaluator does."""
     from ifdistill.evaluator.results import publish
-    from ifdistill.benchmarks.checking.schema import SAMPLE_SCHEMA, validate
+    from ifdistill.benchmarks.instruction_following.schema import SAMPLE_SCHEMA, validate
 
     transform = VARIANTS[variant]
     scored = score_rows([{**p, "response": transform(p["response"])} for p in prompts]).rows
@@ -94,7 +94,7 @@ def _run_dir(root: Path, name: str, method: str, seed: int, steps: dict[int, str
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "MPLBACKEND": "Agg"}
-    return subprocess.run([sys.executable, "-m", "ifdistill.results.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "ifdistill.cli.report", *args], capture_output=True, text=True,
                           env=env, cwd=REPO, timeout=300)
 
 

@@ -109,14 +109,14 @@ def sweep(tmp_path_factory) -> Path:
         for proc, _ in sweeps:
             _stop(proc)
     columns = [f"{label}={bench}:{metric}" for label, (bench, metric) in COLUMNS.items()]
-    _run([sys.executable, "-m", "ifdistill.results.cli", str(out / "train" / "runs"), "--base-model", str(out / "base"),
+    _run([sys.executable, "-m", "ifdistill.cli.report", str(out / "train" / "runs"), "--base-model", str(out / "base"),
           "--columns", *columns, "-o", str(out / "report")], out / "report.log", timeout=300)
     return out
 
 
 def _sweep_argv(out: Path, tasks: Path, seed: int) -> list[str]:
     """``ifdistill-train -m`` over the ratios and methods at one seed, in its own sweep directory."""
-    return [sys.executable, "-m", "ifdistill.train.cli", "-m",
+    return [sys.executable, "-m", "ifdistill.cli.train", "-m",
           # the replay-sweep preset names each run by its swept values (ratio-0_method-sft_seed-1)
           "experiment=ifeval_replay_sweep", "data.ratio=0,0.5", "method=sft,distill", f"seed={seed}",
           "model=tiny", "data=synthetic_replay", "trainer=cpu", "trainer.accelerator=cpu", "trainer.devices=1",

@@ -57,7 +57,7 @@ def _env() -> dict[str, str]:
 
 def _train(out: Path, *args: str, multirun: bool = False) -> subprocess.Popen:
     out.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "ifdistill.train.cli", *(["-m"] if multirun else []), *TINY, *args,
+    argv = [sys.executable, "-m", "ifdistill.cli.train", *(["-m"] if multirun else []), *TINY, *args,
             f"paths.output_root={out}",
             f"hydra.sweep.dir={out}/sweep", f"hydra.run.dir={out}/job"]
     return subprocess.Popen(argv, cwd=ROOT, env=_env(), stdout=(out / "cli.log").open("w"),
@@ -126,7 +126,7 @@ def test_slurm_sweep_with_a_requeued_job_ends_like_an_uninterrupted_run(slurm, t
     assert len(json.loads((runs["ratio-0.5_method-sft_seed-1"] / "run.json").read_text())["launches"]) == 1
     pointed = {Path(p.read_text().strip()) for p in (out / "sweep").glob("*/run_dir.txt")}
     assert pointed == set(runs.values())
-    status = subprocess.run([sys.executable, "-m", "ifdistill.results.status", "--json", str(out / "sweep")],
+    status = subprocess.run([sys.executable, "-m", "ifdistill.cli.status", "--json", str(out / "sweep")],
                             capture_output=True, text=True, check=True).stdout
     rows = {json.loads(line)["run_id"].rsplit("-", 1)[0]: json.loads(line) for line in status.splitlines()}
     assert {k: (r["state"], r["launches"], r["last_step"]) for k, r in rows.items()} == {

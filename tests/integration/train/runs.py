@@ -46,7 +46,7 @@ STRATEGIES = {
 
 
 def command(strategy: str, root: Path, extra: Sequence[str] = ()) -> list[str]:
-    return [sys.executable, "-m", "ifdistill.train.cli", *STRATEGIES[strategy], *COMMON, *extra,
+    return [sys.executable, "-m", "ifdistill.cli.train", *STRATEGIES[strategy], *COMMON, *extra,
             f"paths.output_root={root}", f"hydra.run.dir={root}/hydra"]
 
 

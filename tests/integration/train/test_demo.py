@@ -3,7 +3,7 @@ layout, and calling train() again with the same config finds the finished run in
 
 The full preset (150 steps) is timed by hand and reported; here 20 steps show the mechanics. The demo's
 console contract (``make demo``: ifdistill's lines only, one screen, the table last) is checked on a
-shortened run of its tiny-model smoke path (``ifdistill.programs.demo --model tiny``; the real model's demo runs in
+shortened run of its tiny-model smoke path (``ifdistill.cli.demo --model tiny``; the real model's demo runs in
 ``tests/integration/test_real_model.py``'s setting, not here)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 import ifdistill.conf  # noqa: F401  (the resolvers and section schemas the YAML under conf/ uses)
-from ifdistill.train.cli import train_config
+from ifdistill.train.config_edge import train_config
 from ifdistill.train.run import train
 
 pytestmark = pytest.mark.slow
@@ -83,7 +83,7 @@ OWN_LINE = re.compile("|".join([
     r"run directory: .*", r"W&B offline run: .*", r"plots: .*",
     r"IFEval on the synthetic eval split .*", r"\|.*\|", r"eval_config_hash identical in training and after: \w+",
 ]))
-FULL_DEMO = {"steps": 150, "eval_every": 50, "log_every": 10}  # the tiny preset (ifdistill/programs/demo.py, conf/experiment/demo.yaml)
+FULL_DEMO = {"steps": 150, "eval_every": 50, "log_every": 10}  # the tiny preset (ifdistill/cli/demo.py, conf/experiment/demo.yaml)
 
 
 def test_demo_console_is_ifdistills_lines_and_ends_with_the_table(tmp_path):
@@ -91,7 +91,7 @@ def test_demo_console_is_ifdistills_lines_and_ends_with_the_table(tmp_path):
     base -- and 10): every line is ifdistill's, the last are the table and the identity line, and the count
     scaled to the full demo (its progress lines and evaluations) is at most 40 -- one screen."""
     steps, every = 10, 10
-    proc = subprocess.run([sys.executable, "-m", "ifdistill.programs.demo", "model=tiny", f"--steps={steps}",
+    proc = subprocess.run([sys.executable, "-m", "ifdistill.cli.demo", "model=tiny", f"--steps={steps}",
                            f"--eval-every={every}", "--max-new-tokens=16", f"--out={tmp_path}"], cwd=CONF.parent,
                           capture_output=True,
                           text=True, timeout=1200, env={**os.environ, "PYTHONPATH": str(CONF.parent)})

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ifdistill.results.status import run_status
+from ifdistill.cli.status import run_status
 from ifdistill.train.checkpointing import consolidated_state_dict
 from ifdistill.tracking.wandb_offline import find_run_dirs, read_run
 
@@ -48,7 +48,7 @@ SPARSE = ["run.checkpoint_every_n_steps=2", "callbacks=checkpoint_eval", "callba
 def train_cli(root: Path, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
     """Run ``ifdistill-train``; returns the process and the run directory it named in run_dir.txt."""
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "CUDA_VISIBLE_DEVICES": ""}
-    argv = [sys.executable, "-m", "ifdistill.train.cli", *COMMON, *extra, f"paths.output_root={root}",
+    argv = [sys.executable, "-m", "ifdistill.cli.train", *COMMON, *extra, f"paths.output_root={root}",
             f"hydra.run.dir={root}/hydra"]
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
     return proc, Path((root / "hydra" / "run_dir.txt").read_text().strip())

@@ -142,7 +142,7 @@ def test_a_full_disk_at_an_export_after_a_checkpoint_is_one_line_exit_2_and_reco
     from ifdistill.train.checkpointing import is_complete
 
     fs = tmp_path / "fs"
-    cmd = [sys.executable, "-m", "ifdistill.train.cli", *STRATEGIES["single"], "peft=none",
+    cmd = [sys.executable, "-m", "ifdistill.cli.train", *STRATEGIES["single"], "peft=none",
            *[a for a in COMMON if not a.startswith(("peft", "trainer.max_steps=", "run.checkpoint_every_n_steps=",
                                                      "+data.sources.0.max_examples=", "data.heldout=",
                                                      "data.max_length="))],

@@ -18,7 +18,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 import ifdistill.conf  # noqa: F401  (the resolvers and section schemas the YAML under conf/ uses)
-from ifdistill.train.cli import train_config
+from ifdistill.train.config_edge import train_config
 from ifdistill.train.run import train
 from tests.support import require
 

@@ -23,7 +23,7 @@ import pytest
 
 from ifdistill.results import run_metrics
 from ifdistill.tracking.wandb_offline import find_run_dirs, read_run
-from ifdistill.tracking.wandb_view import main as view_main, metric_keys
+from ifdistill.cli.wandb_view import main as view_main, metric_keys
 
 pytestmark = [pytest.mark.slow]
 
@@ -46,7 +46,7 @@ def _sweep(out: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
     env.update(WANDB_MODE="offline", WANDB_SILENT="true", PYTHONPATH=str(ROOT), CUDA_VISIBLE_DEVICES="",
                TOKENIZERS_PARALLELISM="false")
-    argv = [sys.executable, "-m", "ifdistill.train.cli", "-m", *JOB, *args, f"paths.output_root={out}",
+    argv = [sys.executable, "-m", "ifdistill.cli.train", "-m", *JOB, *args, f"paths.output_root={out}",
             f"hydra.sweep.dir={out}/sweep"]
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
@@ -157,7 +157,7 @@ def test_a_sweep_this_machine_cannot_run_fails_each_job_in_one_line(tmp_path):
     assert lines[2].startswith("ifdistill-train: 2 of 2 sweep jobs failed"), lines[2]
     runs = _runs(tmp_path)
     assert len(runs) == 2
-    status = subprocess.run([sys.executable, "-m", "ifdistill.results.status", "--json", str(tmp_path / "sweep")],
+    status = subprocess.run([sys.executable, "-m", "ifdistill.cli.status", "--json", str(tmp_path / "sweep")],
                             capture_output=True, text=True, check=True).stdout
     rows = [json.loads(line) for line in status.splitlines()]
     assert [r["state"] for r in rows] == ["failed", "failed"]

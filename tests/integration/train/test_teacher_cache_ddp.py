@@ -25,7 +25,7 @@ SETTING = [
 
 
 def _cli(root: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "ifdistill.train.cli", *SETTING, f"method.cache_dir={cache}", *extra,
+    cmd = [sys.executable, "-m", "ifdistill.cli.train", *SETTING, f"method.cache_dir={cache}", *extra,
            f"paths.output_root={root}", f"hydra.run.dir={root}/hydra"]
     return subprocess.run(cmd, cwd=ROOT, env=env(), capture_output=True, text=True, timeout=600)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from ifdistill.callbacks.eval_logging import benchmark_of, flat_metrics, log_evaluation
-from ifdistill.evaluator.benchmark import namespaces
+from ifdistill.benchmarks.registry import namespaces
 from ifdistill.tracking.wandb_offline import find_run_dirs, load_table, read_run
 
 

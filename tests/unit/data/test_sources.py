@@ -208,7 +208,7 @@ def test_hf_branch_loads_a_local_dataset_directory(tmp_path):
 
 
 def test_ifeval_inputs_and_synthetic_eval_load_as_prompt_only_examples():
-    from ifdistill.evaluator.benchmark import get as _benchmark
+    from ifdistill.benchmarks.registry import get as _benchmark
 
     google = load_source(SourceSpec(name="ifeval", path=str(_benchmark("ifeval").local_rows()), need_completion=False))
     assert len(google.examples) == 541

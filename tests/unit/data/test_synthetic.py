@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from ifdistill.benchmarks.checking.scoring import score_response
+from ifdistill.benchmarks.instruction_following.scoring import score_response
 from ifdistill.data import synthetic
 from ifdistill.data.synthetic import SIZES, generate, synthetic_paths
 

@@ -21,7 +21,8 @@ import typing
 import pytest
 
 from ifdistill.config import ConfigError
-from ifdistill.evaluator import benchmark as registry
+from ifdistill.benchmarks import registry
+from ifdistill.benchmarks.base import Benchmark
 from ifdistill.evaluator.fingerprint import config_hash
 from ifdistill.evaluator.identity import HASHED_AS, field_paths, with_own_settings
 from tests.unit.evaluator.identity_cases import CASES, WORKDIR, eval_config_hash, workdir_files
@@ -39,7 +40,7 @@ BEFORE = {
 }
 
 
-def _benchmarks() -> list[registry.Benchmark]:
+def _benchmarks() -> list[Benchmark]:
     from tests.integration.test_benchmark_contract import StopRate
 
     return [*registry.ordered(), StopRate()]
@@ -149,7 +150,7 @@ def test_another_benchmarks_section_is_refused_before_anything_runs(overrides, o
 def test_a_training_config_with_another_benchmarks_section_fails_preflight(override):
     """The run's ``eval`` and an extra section of the checkpoint evaluations alike."""
     from tests.unit.train.test_preflight import cfg_of
-    from ifdistill.train.cli import train_config
+    from ifdistill.train.config_edge import train_config
     from ifdistill.train.preflight import PreflightError
 
     if override.startswith("+eval@"):

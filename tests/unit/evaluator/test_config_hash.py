@@ -17,7 +17,7 @@ from ifdistill.evaluator import run as run_module
 from ifdistill.evaluator.cli import load_config
 from ifdistill.evaluator.run import prepare
 from ifdistill.evaluator.settings import GenerationSettings, RuntimeSettings
-from ifdistill.evaluator.benchmark import get as _benchmark
+from ifdistill.benchmarks.registry import get as _benchmark
 
 BASE = ["eval=ifeval_local", "eval.data.max_examples=12", "eval.generation.max_new_tokens=64"]
 OTHER_TEMPLATE = ("{%- for m in messages -%}{{- '<|im_start|>' + m['role'] + ':\\n' + m['content'] + '<|im_end|>\\n' -}}"
@@ -86,7 +86,7 @@ def test_demo_selection_seed_changes_the_hash(tmp_path):
 
 
 def test_scorer_version_changes_the_hash(tmp_path, base_hash, monkeypatch):
-    import ifdistill.benchmarks.checking.scoring as scoring
+    import ifdistill.benchmarks.instruction_following.scoring as scoring
 
     monkeypatch.setattr(scoring, "SCORER_VERSION", scoring.SCORER_VERSION + "-next")
     assert _hash(tmp_path) != base_hash

@@ -16,7 +16,7 @@ from ifdistill import checksum
 from ifdistill.evaluator.cli import load_config
 from ifdistill.evaluator.errors import (ChatTemplateError, EmptyDatasetError, EvaluatorError, ModelNotFoundError,
                                         OutputExistsError, PromptTooLongError)
-from ifdistill.benchmarks.checking.schema import SAMPLE_SCHEMA, validate
+from ifdistill.benchmarks.instruction_following.schema import SAMPLE_SCHEMA, validate
 from ifdistill.evaluator.output import read_results
 from ifdistill.evaluator.run import evaluate
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ifdistill.benchmarks.lmeval.output import metrics_of, sample_rows
 from ifdistill.callbacks.eval_logging import evaluation_line, flat_metrics
-from ifdistill.results.status import _task_scores
+from ifdistill.cli.status import _task_scores
 
 RES = {  # the shape of lm_eval.evaluator.evaluate's return value (two filters on gsm8k, one group)
     "results": {"gsm8k": {"alias": "gsm8k", "exact_match,strict-match": 0.25, "exact_match_stderr,strict-match": 0.1,

@@ -16,9 +16,9 @@ from ifdistill.evaluator.generation import scored_text
 from ifdistill.evaluator.prompts import build_prompts
 from ifdistill.evaluator.output import read_results
 from ifdistill.evaluator.run import evaluate
-from ifdistill.benchmarks.checking.schema import SAMPLE_SCHEMA, validate
+from ifdistill.benchmarks.instruction_following.schema import SAMPLE_SCHEMA, validate
 from ifdistill.evaluator.settings import FewShotSettings, GenerationSettings, SourceSettings
-from ifdistill.evaluator.benchmark import get as _benchmark
+from ifdistill.benchmarks.registry import get as _benchmark
 
 DUMMY = "Dummy answer, two sentences. The end."
 QWEN3_HF = ["model=tiny_qwen3", "eval=ifeval_local", "eval.backend=hf", "eval.data.max_examples=3",

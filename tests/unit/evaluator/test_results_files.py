@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from ifdistill.benchmarks.checking.schema import RESULTS_SCHEMA, SAMPLE_SCHEMA, SchemaError, validate
+from ifdistill.benchmarks.instruction_following.schema import RESULTS_SCHEMA, SAMPLE_SCHEMA, SchemaError, validate
 from ifdistill.evaluator import results as results_module
 from ifdistill.evaluator.errors import OutputExistsError
 from ifdistill.evaluator.output import RESULTS_FILE, SAMPLES_FILE, read_results

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from ifdistill.benchmarks.checking.schema import RESULTS_SCHEMA, SchemaError, validate
+from ifdistill.benchmarks.instruction_following.schema import RESULTS_SCHEMA, SchemaError, validate
 from ifdistill.callbacks.eval_jobs import EvalJob
 from ifdistill.evaluator.launch import evaluator_command
 from ifdistill.evaluator.results import FALLBACK_ENV, process_runtime

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ifdistill.benchmarks.checking.cli import main
+from ifdistill.cli.score import main
 
 
 def test_scores_ifbench_and_mixed_rows(tmp_path, capsys):

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from ifdistill.benchmarks.checking import InstructionError, score_response
-from ifdistill.benchmarks.checking.lookup import all_instructions
+from ifdistill.benchmarks.instruction_following import InstructionError, score_response
+from ifdistill.benchmarks.instruction_following.lookup import all_instructions
 from ifdistill.benchmarks.ifbench import IFBENCH_REGISTRY
-from ifdistill.benchmarks.ifeval.registry import INSTRUCTION_REGISTRY
+from ifdistill.benchmarks.ifeval.instruction_ids import INSTRUCTION_REGISTRY
 
 MC = "a), b), c), d)"
 CAPITALS = ", ".join(

@@ -6,7 +6,7 @@ import pytest
 
 from ifdistill.benchmarks.ifbench import IFBENCH_REGISTRY, scorer_version
 from tests.parity import ifbench_boundary_cases as boundary_cases
-from ifdistill.benchmarks.checking import score_response, score_rows
+from ifdistill.benchmarks.instruction_following import score_response, score_rows
 from ifdistill.benchmarks.ifbench import text as T
 from ifdistill.benchmarks.ifbench.verbs import looks_like_verb
 from ifdistill.paths import shared_data_dir
@@ -19,8 +19,8 @@ def test_import_is_light_and_offline():
         def no_network(*a, **k):
             raise AssertionError("network")
         socket.socket.connect = no_network
-        import ifdistill.benchmarks.ifbench, ifdistill.benchmarks.ifbench.registry
-        from ifdistill.benchmarks.checking import score_response
+        import ifdistill.benchmarks.ifbench, ifdistill.benchmarks.ifbench.instruction_ids
+        from ifdistill.benchmarks.instruction_following import score_response
         print([m for m in ("nltk", "emoji", "syllapy", "spacy", "ifbench") if m in sys.modules])
         score_response("Hi \\U0001f600. Cat table cat.", ["format:emoji", "words:odd_even_syllables"], [{}, {}])
         print(sorted(m for m in ("spacy", "ifbench") if m in sys.modules))

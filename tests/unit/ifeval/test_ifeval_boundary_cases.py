@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ifdistill.benchmarks.checking import score_rows
-from ifdistill.benchmarks.ifeval.registry import INSTRUCTION_REGISTRY
+from ifdistill.benchmarks.instruction_following import score_rows
+from ifdistill.benchmarks.ifeval.instruction_ids import INSTRUCTION_REGISTRY
 from tests.parity import ifeval_boundary_cases as boundary_cases
 from tests.parity.ifeval_oracle import oracle_is_random
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ifdistill.benchmarks.checking import cli
+from ifdistill.cli import score as cli
 
 ROWS = [
     {
@@ -43,7 +43,7 @@ def write_jsonl(path: Path, rows) -> Path:
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "ifdistill.benchmarks.checking.cli", *args],
+        [sys.executable, "-m", "ifdistill.cli.score", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -129,7 +129,7 @@ def test_console_script_entry_point_is_main():
     from importlib.metadata import entry_points
 
     scripts = {ep.name: ep.value for ep in entry_points(group="console_scripts")}
-    assert scripts.get("ifdistill-score") == "ifdistill.benchmarks.checking.cli:main"
+    assert scripts.get("ifdistill-score") == "ifdistill.cli.score:main"
 
 
 @pytest.mark.parametrize("content", [b"", b"\n\n", b'{"prompt": "x"}\n'], ids=["empty", "blank", "invalid"])

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from ifdistill.benchmarks.checking import score_response
-from ifdistill.benchmarks.checking.instruction_base import InvalidKwargsError
-from ifdistill.benchmarks.ifeval.registry import INSTRUCTION_REGISTRY
+from ifdistill.benchmarks.instruction_following import score_response
+from ifdistill.benchmarks.instruction_following.instruction_base import InvalidKwargsError
+from ifdistill.benchmarks.ifeval.instruction_ids import INSTRUCTION_REGISTRY
 
 LESS, AT_LEAST = "less than", "at least"
 
@@ -404,7 +404,7 @@ def test_repeat_prompt_ignores_the_row_prompt():
             "response": "Say hi. Hi!",
         }
     ]
-    from ifdistill.benchmarks.checking import score_rows
+    from ifdistill.benchmarks.instruction_following import score_rows
 
     assert score_rows(rows).rows[0]["strict_inst"] == [True]
 

@@ -6,9 +6,9 @@ import langdetect
 import pytest
 from langdetect import detector_factory
 
-from ifdistill.benchmarks.checking import langdetect_fast
+from ifdistill.benchmarks.instruction_following import langdetect_fast
 from tests.parity import ifeval_boundary_cases as boundary_cases
-from ifdistill.benchmarks.checking.scoring import loose_variants
+from ifdistill.benchmarks.instruction_following.scoring import loose_variants
 
 langdetect.DetectorFactory.seed = 0
 

@@ -10,7 +10,7 @@ def test_import_is_light():
     proc = run_python(
         """
         import sys
-        import ifdistill.benchmarks.ifeval, ifdistill.benchmarks.checking, ifdistill.benchmarks.checking.cli, ifdistill.benchmarks.checking.stats
+        import ifdistill.benchmarks.ifeval, ifdistill.benchmarks.instruction_following, ifdistill.cli.score, ifdistill.benchmarks.instruction_following.stats
         heavy = [m for m in ("nltk", "langdetect", "lm_eval", "numpy", "torch") if m in sys.modules]
         print(heavy)
         """
@@ -25,7 +25,7 @@ def test_finding_every_instruction_table_is_light():
     proc = run_python(
         """
         import sys
-        from ifdistill.benchmarks.checking.lookup import all_instructions
+        from ifdistill.benchmarks.instruction_following.lookup import all_instructions
         n = len(all_instructions())
         heavy = [m for m in ("nltk", "langdetect", "lm_eval", "numpy", "torch", "hydra", "omegaconf") if m in sys.modules]
         print(n, heavy)
@@ -40,7 +40,7 @@ def test_missing_punkt_is_a_clear_error_and_never_downloads(tmp_path):
         """
         import ifdistill.paths as paths
         paths.find_nltk_data = lambda: None          # as if no folder held punkt_tab
-        from ifdistill.benchmarks.checking import score_response
+        from ifdistill.benchmarks.instruction_following import score_response
         try:
             score_response("One. Two.", ["length_constraints:number_sentences"],
                            [{"num_sentences": 1, "relation": "at least"}])
@@ -64,7 +64,7 @@ def test_nltk_lookup_failure_is_translated(tmp_path):
         def no_download(*a, **k):
             raise AssertionError("nltk.download was called")
         nltk.download = no_download
-        from ifdistill.benchmarks.checking import text_analysis
+        from ifdistill.benchmarks.instruction_following import text_analysis
         try:
             text_analysis.count_sentences("One. Two.")
         except paths.MissingResourceError as exc:
@@ -80,7 +80,7 @@ def test_rows_are_validated_before_anything_is_scored():
     proc = run_python(
         """
         import sys
-        from ifdistill.benchmarks.checking import InvalidRowError, score_rows
+        from ifdistill.benchmarks.instruction_following import InvalidRowError, score_rows
         good = {"prompt": "p", "instruction_id_list": ["length_constraints:number_sentences"],
                 "kwargs": [{"num_sentences": 1, "relation": "at least"}], "response": "One. Two."}
         try:

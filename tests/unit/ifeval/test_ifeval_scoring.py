@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from ifdistill.benchmarks.checking import (
+from ifdistill.benchmarks.instruction_following import (
     SCORER_VERSION,
     InstructionError,
     InvalidRowError,

@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from ifdistill.benchmarks.checking.stats import aggregate, per_instruction_type
+from ifdistill.benchmarks.instruction_following.stats import aggregate, per_instruction_type
 from ifdistill.statistics import _quantile, binomial_stderr, clustered_ratio_stderr, mcnemar_exact, paired_bootstrap
 
 

@@ -6,10 +6,10 @@ import re
 
 import nltk
 
-from ifdistill.benchmarks.checking import text_analysis
+from ifdistill.benchmarks.instruction_following import text_analysis
 from tests.parity import ifeval_boundary_cases as boundary_cases
 from tests.parity.ifeval_reference_data import load_gpt4_rows
-from ifdistill.benchmarks.checking.scoring import loose_variants
+from ifdistill.benchmarks.instruction_following.scoring import loose_variants
 
 
 def texts():

@@ -13,8 +13,8 @@ import re
 
 import pytest
 
-from ifdistill.benchmarks.checking import InstructionError, score_response
-from ifdistill.benchmarks.checking.lookup import all_instructions
+from ifdistill.benchmarks.instruction_following import InstructionError, score_response
+from ifdistill.benchmarks.instruction_following.lookup import all_instructions
 from ifdistill.paths import shared_data_dir
 
 CASES = [
@@ -181,7 +181,7 @@ def test_punkt_models_of_the_registry_package_equal_nltks_punkt_tab():
 
 
 def test_ifdistill_score_scores_mifeval_rows_beside_ifeval_ones_and_names_a_bad_kwarg(tmp_path, capsys):
-    from ifdistill.benchmarks.checking.cli import main
+    from ifdistill.cli.score import main
 
     rows = [
         {"key": 1, "prompt": "p", "instruction_id_list": ["es:punctuation:question_marks", "punctuation:no_comma"],

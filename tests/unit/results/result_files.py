@@ -1,7 +1,7 @@
 """Builders of evaluator outputs and run directories in the formats the report reads (for tests).
 
 The files mirror what ``ifdistill-eval`` and the checkpoint callback write: results.json in the
-evaluator's layout (``ifdistill/benchmarks/checking/schema.py``; aggregates under ``metrics`` computed by the
+evaluator's layout (``ifdistill/benchmarks/instruction_following/schema.py``; aggregates under ``metrics`` computed by the
 real scorer's ``aggregate``, per-type accuracy, ``eval_config_hash``, the resolved config with
 ``eval.fewshot.k``, the model identity); samples.jsonl with one scored row per prompt; a run's
 ``config.yaml`` and metrics.json written through :mod:`ifdistill.results.run_metrics`.
@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ifdistill.benchmarks.checking.stats import aggregate, per_instruction_type
+from ifdistill.benchmarks.instruction_following.stats import aggregate, per_instruction_type
 from ifdistill.evaluator.results import dumps_results
 from ifdistill.results import run_metrics
 
@@ -47,7 +47,7 @@ def _hex(text: str) -> str:
 def results_json(rows: Sequence[Mapping[str, Any]], *, k: int = 0, eval_config_hash: str | None = None,
                  model_path: str = "/models/tiny", eval_overrides: Mapping[str, Any] | None = None,
                  output_dir: str = "out") -> dict[str, Any]:
-    """results.json content in the evaluator's layout (``ifdistill.benchmarks.checking.schema.RESULTS_SCHEMA``)."""
+    """results.json content in the evaluator's layout (``ifdistill.benchmarks.instruction_following.schema.RESULTS_SCHEMA``)."""
     totals = aggregate(list(rows))
     generation = {"greedy": True, "max_new_tokens": 1280, "seed": 0, "chat_template": None,
                   "enable_thinking": None, "stop": [], "stop_token_ids": []}

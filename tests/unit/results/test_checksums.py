@@ -15,8 +15,8 @@ import pytest
 from ifdistill import checksum
 from ifdistill.evaluator import output
 from ifdistill.results import run_metrics
-from ifdistill.results import status as status_cli
-from ifdistill.results.cli import main as report_main
+from ifdistill.cli import status as status_cli
+from ifdistill.cli.report import main as report_main
 
 from .result_files import simple_rows, write_run_dir
 

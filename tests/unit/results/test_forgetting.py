@@ -17,7 +17,7 @@ import statistics
 import pytest
 
 from ifdistill.results import runs as runs_mod
-from ifdistill.results.cli import write_report
+from ifdistill.cli.report import write_report
 from ifdistill.results.forgetting import build_forgetting
 from ifdistill.results.page import PageOptions, parse_column
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from ifdistill.benchmarks.checking.stats import METRICS
+from ifdistill.benchmarks.instruction_following.stats import METRICS
 from ifdistill.evaluator import output as eval_output
 from ifdistill.results import run_config, runs, seed_groups
 

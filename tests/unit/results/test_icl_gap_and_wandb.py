@@ -7,7 +7,7 @@ import math
 import pytest
 
 from ifdistill.results import icl_gap
-from ifdistill.results.cli import main, write_report
+from ifdistill.cli.report import main, write_report
 from ifdistill.results.report import ReportOptions
 
 from tests.unit.results.result_files import simple_rows, write_eval_dir, write_scenario

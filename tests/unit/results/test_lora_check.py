@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ifdistill.results.cli import main
+from ifdistill.cli.report import main
 from ifdistill.results.lora_check import check_lora_load_paths, render_markdown
 
 # Three model loads and four greedy generations per check: ~30-60 s of CPU on the 2-core machine.

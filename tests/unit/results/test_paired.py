@@ -9,7 +9,7 @@ import pytest
 from ifdistill.results import paired
 from ifdistill.evaluator.output import PromptResult, paired_samples
 
-from ifdistill.benchmarks.checking.stats import METRICS, aggregate
+from ifdistill.benchmarks.instruction_following.stats import METRICS, aggregate
 from tests.unit.results.result_files import simple_rows
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from ifdistill.results.cli import write_report
+from ifdistill.cli.report import write_report
 
 from tests.unit.results.page_tables import md_table
 from tests.unit.results.result_files import simple_rows, write_eval_dir, write_run_dir

@@ -10,7 +10,7 @@ import pytest
 
 from ifdistill.checksum import seal
 from ifdistill.results import runs
-from ifdistill.results.cli import main, write_report
+from ifdistill.cli.report import main, write_report
 from ifdistill.results.report import ReportOptions, build_report
 
 from tests.unit.results.result_files import simple_rows, write_eval_dir, write_run_dir

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from ifdistill.benchmarks.checking.stats import mcnemar_exact
+from ifdistill.benchmarks.instruction_following.stats import mcnemar_exact
 from ifdistill.evaluator import output as eval_output
 from ifdistill.results import run_metrics, runs
-from ifdistill.results.cli import main, write_report
+from ifdistill.cli.report import main, write_report
 from ifdistill.results.report import ReportOptions, build_report
 
 from tests.unit.results.result_files import simple_rows, write_run_dir, write_scenario

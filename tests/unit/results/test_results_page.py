@@ -14,7 +14,7 @@ import statistics
 
 import pytest
 
-from ifdistill.results.cli import main, write_report
+from ifdistill.cli.report import main, write_report
 from ifdistill.results.page import PageOptions, parse_column
 
 from tests.unit.results.page_tables import chromium_dom, html_tables, md_table

@@ -12,7 +12,7 @@ import pytest
 from ifdistill.benchmarks.judge import verdicts as V
 from ifdistill.evaluator.results import publish
 from ifdistill.results import run_metrics
-from ifdistill.results.cli import write_report
+from ifdistill.cli.report import write_report
 from ifdistill.results.page import PageOptions, build_page, parse_column
 from ifdistill.results.runs import load_all
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from ifdistill.evaluator import benchmark as registry
+from ifdistill.benchmarks import registry
+from ifdistill.benchmarks.base import Benchmark
 from ifdistill.evaluator.results import publish
 from ifdistill.results import run_metrics
-from ifdistill.results.cli import write_report
+from ifdistill.cli.report import write_report
 from ifdistill.results.page import PageOptions, parse_column
-from ifdistill.results.status import format_table, run_status
+from ifdistill.cli.status import format_table, run_status
 
 from tests.unit.results.page_tables import md_table
 from tests.unit.results.result_files import simple_rows, write_run_dir
@@ -24,7 +25,7 @@ RUNS = {"short": 8.1, "long": 12.0}
 BASE = 10.0
 
 
-class MeanWords(registry.Benchmark):
+class MeanWords(Benchmark):
     """Responses' mean word count: a count, and fewer is better."""
 
     name = WORDS
@@ -87,7 +88,7 @@ def test_status_shows_the_count_as_it_is(words_runs):
 
 
 def test_the_wandb_view_plots_the_count_as_logged_and_says_fewer_is_better(words_runs):
-    from ifdistill.tracking.wandb_view import _benchmark_section  # the section view_spec builds per eval section
+    from ifdistill.cli.wandb_view import _benchmark_section  # the section view_spec builds per eval section
 
     section = _benchmark_section(WORDS, WORDS, registry.get(WORDS).panel_metrics({}))
     assert section == {"name": "Words", "panels": [{"type": "line", "title": f"{WORDS} mean words (lower is better)",

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from ifdistill.results import run_metrics
-from ifdistill.results.status import main, run_status
+from ifdistill.cli.status import main, run_status
 
 
 def _run(root: Path, name: str, launch: dict, steps=(), evals: dict | None = None) -> Path:

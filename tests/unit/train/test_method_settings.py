@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from ifdistill.cli.command_line import compose
+from ifdistill.command_line import compose
 from ifdistill.config import WHEN_SET
 from ifdistill.methods.distill.settings import DistillSettings
 from ifdistill.methods.onpolicy_distill.settings import OnPolicyDistillSettings
 from ifdistill.methods.sft.settings import SFTSettings
-from ifdistill.train.cli import train_config
+from ifdistill.train.config_edge import train_config
 from ifdistill.train.method import HYDRA_KEYS, method_hooks, method_settings
 
 BASE = ["paths.output_dir=/nonexistent/compose-only"]

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from ifdistill.cli.command_line import compose
+from ifdistill.command_line import compose
 from ifdistill.config import ConfigError
-from ifdistill.train.cli import user_errors
-from ifdistill.train.cli import train_config
+from ifdistill.cli.train import user_errors
+from ifdistill.train.config_edge import train_config
 from ifdistill.train.method import SUPPLIED_BY_TRAINING
 from ifdistill.train.preflight import PreflightError
 

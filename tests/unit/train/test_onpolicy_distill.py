@@ -202,7 +202,7 @@ def test_method_keys_that_a_path_would_ignore_are_refused():
 
 def test_an_unknown_or_refused_key_stops_training_before_its_run_directory(tmp_path):
     """Preflight checks the section against the constructor's signature (no **kwargs): one line each."""
-    from ifdistill.train.cli import train_config
+    from ifdistill.train.config_edge import train_config
     from ifdistill.train.preflight import PreflightError
     from ifdistill.train.run import train
     from tests.unit.train.test_preflight import cfg_of

@@ -15,7 +15,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 import ifdistill.conf  # noqa: F401  (the resolvers and section schemas the YAML under conf/ uses)
-from ifdistill.train.cli import train_config
+from ifdistill.train.config_edge import train_config
 from ifdistill.train.preflight import PreflightError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -138,7 +138,7 @@ def test_train_refuses_before_creating_the_run_directory(tmp_path):
 
 def _cli(tmp_path: Path, *overrides: str, **env: str) -> tuple[subprocess.CompletedProcess, float]:
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "ifdistill.train.cli", f"paths.output_root={tmp_path}/out",
+    proc = subprocess.run([sys.executable, "-m", "ifdistill.cli.train", f"paths.output_root={tmp_path}/out",
                            f"hydra.run.dir={tmp_path}/hydra", *overrides], cwd=ROOT, capture_output=True,
                           text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT), **env})
     return proc, time.monotonic() - t0

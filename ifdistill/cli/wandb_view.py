@@ -5,9 +5,9 @@ nothing by the swept factors and shows no error bars, so every researcher rebuil
 hand. This module states that view once, as a JSON-able specification built from the training config:
 
 - one section per eval section the config evaluates, under the W&B namespace that section logs
-  (:func:`~ifdistill.evaluator.benchmark.namespace`: the run's ``eval`` its benchmark's name, an extra
+  (:func:`~ifdistill.benchmarks.registry.namespace`: the run's ``eval`` its benchmark's name, an extra
   ``evals.<name>`` its name): the metrics its benchmark logs for it
-  (:meth:`~ifdistill.evaluator.benchmark.Benchmark.panel_metrics`) against ``<namespace>/step``;
+  (:meth:`~ifdistill.benchmarks.base.Benchmark.panel_metrics`) against ``<namespace>/step``;
 - **Training**: train and held-out (``val/<name>/*``) teacher-forced CE and accuracy;
 - **Teacher-forced vs <first section>**: per run, held-out accuracy against the first section's
   headline (a scatter of the latest values) and the two curves side by side;
@@ -34,8 +34,8 @@ from typing import Any, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from ifdistill.cli.cli_args import ArgumentParser
-from ifdistill.evaluator import benchmark as registry
+from ifdistill.command_line import ArgumentParser
+from ifdistill.benchmarks import registry
 from ifdistill.runs.sweeps import run_config_key, swept_keys
 
 AGGREGATED = ("seed",)  # swept keys whose runs are averaged within a group rather than split by
@@ -118,7 +118,7 @@ def _title(ns: str, bm: str) -> str:
 
 def _benchmark_section(ns: str, bm: str, metrics: Sequence[str]) -> dict:
     """A line panel per metric, as logged (a fraction in [0, 1], any other metric in its unit); a metric whose
-    smaller values are better says so in its title (:meth:`~ifdistill.evaluator.benchmark.Benchmark.is_higher_better`)."""
+    smaller values are better says so in its title (:meth:`~ifdistill.benchmarks.base.Benchmark.is_higher_better`)."""
     step, bench = f"{ns}/step", registry.get(bm)
     return {"name": _title(ns, bm), "panels": [
         _line(f"{ns} {v.replace('_acc', '').replace('_', ' ')}" + ("" if bench.is_higher_better(v) else " (lower is better)"),

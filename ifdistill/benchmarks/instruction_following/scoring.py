@@ -30,9 +30,9 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ifdistill.benchmarks.checking import text_analysis
-from ifdistill.benchmarks.checking.instruction_base import Instruction, InstructionError
-from ifdistill.benchmarks.checking.lookup import _build_cached, build_instruction, instruction_sets
+from ifdistill.benchmarks.instruction_following import text_analysis
+from ifdistill.benchmarks.instruction_following.instruction_base import Instruction, InstructionError
+from ifdistill.benchmarks.instruction_following.lookup import _build_cached, build_instruction, instruction_sets
 
 SCORER_VERSION = "ifeval-1"
 

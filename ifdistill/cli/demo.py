@@ -38,9 +38,10 @@ import sys
 import time
 from pathlib import Path
 
-from ifdistill.cli.console import LOG_FILE
+from ifdistill.console import LOG_FILE
 from ifdistill.evaluator.launch import REQUEST_DIR, REQUEST_NAME
-from ifdistill.evaluator.benchmark import of_results, short_name
+from ifdistill.benchmarks.base import short_name
+from ifdistill.benchmarks.registry import of_results
 from ifdistill.evaluator.output import read_results_json, read_samples
 from ifdistill.paths import REPO_ROOT
 from ifdistill.results import paired, run_metrics
@@ -183,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
          log=None if args.verbose else run.logs / LOG_FILE)
     post = read_results_json(post_dir)
 
-    from ifdistill.results.cli import write_report
+    from ifdistill.cli.report import write_report
 
     report = write_report([run_dir], run.report)
     wandb_runs = sorted(run.logs.rglob("offline-run-*"))

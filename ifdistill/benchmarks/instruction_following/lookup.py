@@ -1,9 +1,9 @@
 """The checker of an instruction id, whichever instruction benchmark's it is.
 
-Each instruction benchmark's registration (:class:`~ifdistill.benchmarks.checking.instruction_benchmark.InstructionBenchmark`)
+Each instruction benchmark's registration (:class:`~ifdistill.benchmarks.instruction_following.instruction_benchmark.InstructionBenchmark`)
 holds its own table (``instructions``: id -> checker class, imported from its own folder).
 :func:`all_instructions` merges the tables of every registration the benchmark registry knows
-(:mod:`ifdistill.evaluator.benchmark`), so a row of either benchmark, or one mixing both, is scored by
+(:mod:`ifdistill.benchmarks.registry`), so a row of either benchmark, or one mixing both, is scored by
 the one scorer here while this folder imports no benchmark's.
 
 ``build_instruction`` caches built checkers (they are immutable), so scoring many rows with the same
@@ -16,13 +16,13 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from ifdistill.benchmarks.checking.instruction_base import Instruction, InstructionError, InvalidKwargsError
+from ifdistill.benchmarks.instruction_following.instruction_base import Instruction, InstructionError, InvalidKwargsError
 
 
 def instruction_sets() -> list[Any]:
     """The registrations that hold instruction checkers (a non-empty ``instructions`` table), in the
     registry's order (the default benchmark first, then by name)."""
-    from ifdistill.evaluator import benchmark as registry  # noqa: PLC0415 - the registry finds every benchmark
+    from ifdistill.benchmarks import registry  # noqa: PLC0415 - the registry finds every benchmark
 
     return [b for b in registry.ordered() if getattr(b, "instructions", None)]
 

@@ -1,17 +1,17 @@
-"""The registration IFEval and IFBench extend (:mod:`ifdistill.evaluator.benchmark`): instruction-following
+"""The registration IFEval and IFBench extend (:mod:`ifdistill.benchmarks.registry`): instruction-following
 rows scored strict and loose.
 
 Phase 1 is :func:`~ifdistill.evaluator.plan.rows_plan` over ``eval.data`` with the scorer's row check
 (every row's checkers are built now: an unknown instruction id or bad kwargs is an input error before
-generation) and its version in the hash (:func:`ifdistill.benchmarks.checking.scoring.scorer_version_for`
+generation) and its version in the hash (:func:`ifdistill.benchmarks.instruction_following.scoring.scorer_version_for`
 the rows' ids). Phase 2 generates, cuts and decodes the responses, scores them with
-:mod:`ifdistill.benchmarks.checking.scoring` and publishes results.json
-(:data:`~ifdistill.benchmarks.checking.schema.RESULTS_SCHEMA`: the four aggregates with standard errors,
+:mod:`ifdistill.benchmarks.instruction_following.scoring` and publishes results.json
+(:data:`~ifdistill.benchmarks.instruction_following.schema.RESULTS_SCHEMA`: the four aggregates with standard errors,
 per-instruction-type accuracy) and samples.jsonl (one row per prompt).
 
 A registration that extends :class:`InstructionBenchmark` states its name, its data and its own id table
 (``instructions``, imported from its folder); the scorer finds every such table through the registry
-(:func:`ifdistill.benchmarks.checking.lookup.all_instructions`). :func:`check_row` and :func:`scorer_version`
+(:func:`ifdistill.benchmarks.instruction_following.lookup.all_instructions`). :func:`check_row` and :func:`scorer_version`
 also serve benchmarks that read the same rows and score them otherwise (the judge).
 """
 
@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from ifdistill.benchmarks.checking.instruction_base import Instruction
-from ifdistill.benchmarks.checking.stats import METRICS
-from ifdistill.evaluator.benchmark import Benchmark
+from ifdistill.benchmarks.instruction_following.instruction_base import Instruction
+from ifdistill.benchmarks.instruction_following.stats import METRICS
+from ifdistill.benchmarks.base import Benchmark
 
 if TYPE_CHECKING:
     from ifdistill.evaluator.plan import EvalPlan
@@ -37,20 +37,20 @@ _FLAT_PREFIXES = ("prompt_level_", "inst_level_", "num_")  # aggregates at resul
 
 def check_row(example: Any) -> None:
     """Build a row's checkers (of any instruction benchmark); ``ValueError`` for an unknown id or bad kwargs."""
-    from ifdistill.benchmarks.checking.scoring import build_instructions
+    from ifdistill.benchmarks.instruction_following.scoring import build_instructions
 
     build_instructions(list(example.instruction_id_list), [dict(k) for k in example.kwargs])
 
 
 def scorer_version(examples: Sequence[Any]) -> str:
-    from ifdistill.benchmarks.checking.scoring import scorer_version_for
+    from ifdistill.benchmarks.instruction_following.scoring import scorer_version_for
 
     return scorer_version_for(iid for ex in examples for iid in ex.instruction_id_list)
 
 
 def sample_rows(prompts: Sequence[Any], completions: Sequence[Any], scored: Sequence[dict[str, Any]],
                 tokenizer, *, strip_thinking: bool = False) -> list[dict[str, Any]]:
-    """One row per prompt, in data order (see :data:`ifdistill.benchmarks.checking.schema.SAMPLE_SCHEMA`).
+    """One row per prompt, in data order (see :data:`ifdistill.benchmarks.instruction_following.schema.SAMPLE_SCHEMA`).
 
     ``response`` is the whole decoded response; with ``strip_thinking`` the text IFEval scored (after
     ``</think>``) is ``scored_response`` and ``thinking`` says whether the think block was closed."""
@@ -84,7 +84,7 @@ def sample_rows(prompts: Sequence[Any], completions: Sequence[Any], scored: Sequ
 
 def score(plan: EvalPlan, completions: list) -> list[dict[str, Any]]:
     """The scorer's rows (strict / loose per instruction and prompt) of the plan's responses."""
-    from ifdistill.benchmarks.checking.scoring import score_rows
+    from ifdistill.benchmarks.instruction_following.scoring import score_rows
     from ifdistill.evaluator.generation import scored_text
 
     strip = bool(plan.settings.generation.strip_thinking)
@@ -108,7 +108,7 @@ class InstructionBenchmark(Benchmark):
     fractions = True
     type_label = "instruction type"
     #: Its instruction ids -> their checker classes (its folder's table); the scorer knows the ids of every
-    #: registration's table (:func:`ifdistill.benchmarks.checking.lookup.all_instructions`).
+    #: registration's table (:func:`ifdistill.benchmarks.instruction_following.lookup.all_instructions`).
     instructions: Mapping[str, type[Instruction]] = {}
     #: Id prefixes (before ``:``) of its instructions about the output's *form* (layout, case, punctuation, ...);
     #: every other instruction is about its *content*. Read by the format-vs-task analysis
@@ -117,11 +117,11 @@ class InstructionBenchmark(Benchmark):
 
     def checker_version(self) -> str:
         """The version its checkers add to the scorer's where a row holds one of its ids
-        (:func:`~ifdistill.benchmarks.checking.scoring.scorer_version_for`); empty: none of their own."""
+        (:func:`~ifdistill.benchmarks.instruction_following.scoring.scorer_version_for`); empty: none of their own."""
         return ""
 
     def clear_caches(self) -> None:
-        """Drop its checkers' own memos (:func:`~ifdistill.benchmarks.checking.scoring.clear_caches`)."""
+        """Drop its checkers' own memos (:func:`~ifdistill.benchmarks.instruction_following.scoring.clear_caches`)."""
 
     def prepare(self, settings: Any, run: Any, model_cfg: dict[str, Any], source: Any, *, t0: float) -> EvalPlan:
         from ifdistill.evaluator.plan import rows_plan
@@ -130,7 +130,7 @@ class InstructionBenchmark(Benchmark):
 
     def execute(self, plan: EvalPlan, backend: Any, *, own: bool, runtime: Optional[dict[str, Any]],
                 t0: float) -> dict[str, Any]:
-        from ifdistill.benchmarks.checking.stats import aggregate, per_instruction_type
+        from ifdistill.benchmarks.instruction_following.stats import aggregate, per_instruction_type
         from ifdistill.evaluator.generation import finalize, scored_text
         from ifdistill.evaluator.plan import generate_responses
         from ifdistill.evaluator.results import package_versions, publish
@@ -194,8 +194,8 @@ class InstructionBenchmark(Benchmark):
 
     def score_responses(self, rows: Sequence[Mapping[str, Any]], responses: Sequence[str]
                         ) -> tuple[list[dict[str, Any]], dict[str, float]]:
-        from ifdistill.benchmarks.checking.scoring import score_response
-        from ifdistill.benchmarks.checking.stats import aggregate
+        from ifdistill.benchmarks.instruction_following.scoring import score_response
+        from ifdistill.benchmarks.instruction_following.stats import aggregate
 
         scored = [{**score_response(text, list(r["instruction_id_list"]), list(r["kwargs"])).as_fields(),
                    "instruction_id_list": list(r["instruction_id_list"])} for r, text in zip(rows, responses, strict=True)]

@@ -27,9 +27,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ifdistill.benchmarks.checking.instruction_base import InstructionError
-from ifdistill.benchmarks.checking.scoring import InvalidRowError, ScoredRows, score_numbered_rows
-from ifdistill.benchmarks.checking.stats import METRICS, aggregate
+from ifdistill.benchmarks.instruction_following.instruction_base import InstructionError
+from ifdistill.benchmarks.instruction_following.scoring import InvalidRowError, ScoredRows, score_numbered_rows
+from ifdistill.benchmarks.instruction_following.stats import METRICS, aggregate
 from ifdistill.data.sources import not_utf8, text_lines
 from ifdistill.paths import atomic_write
 

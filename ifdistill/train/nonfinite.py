@@ -1,4 +1,4 @@
-"""Divergence: a non-finite loss, gradient or weight on any rank stops the run (or skips the step) at once.
+"""The non-finite guard: a non-finite loss, gradient or weight on any rank stops the run (or skips the step) at once.
 
 A run whose loss turned to NaN must not end as ``finished``, keep checkpoints of NaN weights or have them
 exported and scored. :class:`NonFiniteGuard` checks, on every optimizer step and on every rank:

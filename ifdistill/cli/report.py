@@ -69,7 +69,7 @@ def write_report(inputs: Sequence[str | Path], out_dir: str | Path, *, base_mode
     Returns ``{"report": <the dict>, "files": [written paths], "wandb": <run info or None>}``.
     """
     from ifdistill.evaluator import output as eval_output
-    from ifdistill.evaluator.benchmark import default_name, get as benchmark_named
+    from ifdistill.benchmarks.registry import default_name, get as benchmark_named
     from ifdistill.results import page_render, plots, tables
 
     notes: list[str] = []
@@ -225,7 +225,7 @@ def _cmd_icl_gap(args) -> int:
 
 
 def _cmd_lora_check(args) -> int:
-    from ifdistill.evaluator.benchmark import get as benchmark_named
+    from ifdistill.benchmarks.registry import get as benchmark_named
     from ifdistill.results import lora_check
 
     prompts = lora_check.load_prompts(args.prompts or benchmark_named(None).local_rows(), args.limit)

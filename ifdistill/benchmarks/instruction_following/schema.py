@@ -8,7 +8,7 @@ from typing import Any
 from ifdistill.evaluator.results import ENGINES
 from ifdistill.evaluator import schema as _core
 from ifdistill.evaluator.schema import RESULTS_SCHEMA_VERSION, SchemaError, obj as _obj
-from ifdistill.benchmarks.checking.stats import METRICS
+from ifdistill.benchmarks.instruction_following.stats import METRICS
 
 __all__ = ["RESULTS_SCHEMA", "SAMPLE_SCHEMA", "SchemaError", "validate"]
 

@@ -3,12 +3,12 @@
 An explicit tuple rather than import-time self-registration, so one file shows every id and importing
 it costs nothing: no nltk, no langdetect, no network. IFEval's registration
 (:mod:`ifdistill.benchmarks.ifeval.benchmark`) holds this table; the shared scorer finds it there
-(:func:`ifdistill.benchmarks.checking.lookup.all_instructions`).
+(:func:`ifdistill.benchmarks.instruction_following.lookup.all_instructions`).
 """
 
 from __future__ import annotations
 
-from ifdistill.benchmarks.checking.instruction_base import Instruction
+from ifdistill.benchmarks.instruction_following.instruction_base import Instruction
 from ifdistill.benchmarks.ifeval.instructions_case_language import (
     CapitalWordFrequency,
     EnglishCapital,

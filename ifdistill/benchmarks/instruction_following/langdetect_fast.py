@@ -25,7 +25,7 @@ the order of every floating-point operation, and changes only how the work is do
 ``tests/unit/ifeval/test_ifeval_langdetect_fast.py`` checks bit-identical probabilities against
 langdetect's own detector and ``is_language`` against ``detect() == code`` on several hundred texts;
 the parity tests check every decision against lm-eval. Seeding is the caller's job
-(:mod:`ifdistill.benchmarks.checking.text_analysis` sets ``DetectorFactory.seed = 0``); unseeded, the results
+(:mod:`ifdistill.benchmarks.instruction_following.text_analysis` sets ``DetectorFactory.seed = 0``); unseeded, the results
 are as random as langdetect's.
 """
 

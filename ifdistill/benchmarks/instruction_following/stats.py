@@ -45,7 +45,7 @@ __all__ = ["METRICS", "aggregate", "per_instruction_type", "binomial_stderr", "c
 
 
 def _rows_of(scored_rows: Any) -> list[Mapping[str, Any]]:
-    """Accept a :class:`~ifdistill.benchmarks.checking.scoring.ScoredRows` or a plain list of scored rows."""
+    """Accept a :class:`~ifdistill.benchmarks.instruction_following.scoring.ScoredRows` or a plain list of scored rows."""
     rows = getattr(scored_rows, "rows", scored_rows)
     return list(rows)
 

@@ -5,7 +5,7 @@ Why this module exists:
 * **No network, ever.** nltk is imported only here and only at first use, after
   :func:`ifdistill.paths.ensure_nltk_data` has pointed ``NLTK_DATA`` at a folder holding punkt_tab.
   A missing model raises :class:`ifdistill.paths.MissingResourceError` saying how to install it;
-  nltk is never asked to download. Importing :mod:`ifdistill.benchmarks.checking` or a benchmark's checkers
+  nltk is never asked to download. Importing :mod:`ifdistill.benchmarks.instruction_following` or a benchmark's checkers
   imports neither nltk nor langdetect.
 * **Same tokenizers as the reference.** Sentences are counted with punkt's English model: the
   reference loads ``nltk:tokenizers/punkt/english.pickle``, which nltk >= 3.9 serves as
@@ -19,7 +19,7 @@ Why this module exists:
   ``langdetect.DetectorFactory.seed = 0`` is set before the first detection, as the reference does;
   each detection then re-seeds its own generator, so the answer for a text does not depend on
   what was detected before. That is what makes the per-text cache below safe. Detection runs
-  through :mod:`ifdistill.benchmarks.checking.langdetect_fast`, langdetect's detector with faster loops and
+  through :mod:`ifdistill.benchmarks.instruction_following.langdetect_fast`, langdetect's detector with faster loops and
   bit-identical probabilities.
 * **Speed.** Loose scoring judges up to 8 variants of each response, and several instructions of a
   prompt may measure the same text, so the expensive measurements are memoised with bounded
@@ -121,7 +121,7 @@ def _load_langdetect() -> None:
             return
         import langdetect  # noqa: PLC0415
 
-        from ifdistill.benchmarks.checking import langdetect_fast  # noqa: PLC0415 - imports langdetect
+        from ifdistill.benchmarks.instruction_following import langdetect_fast  # noqa: PLC0415 - imports langdetect
 
         langdetect.DetectorFactory.seed = 0
         _detect_error = langdetect.LangDetectException
@@ -243,6 +243,6 @@ def clear_caches() -> None:
     language_matches.cache_clear()
     _SENTBREAKS.clear()
     if _fast is not None:
-        from ifdistill.benchmarks.checking import langdetect_fast  # noqa: PLC0415
+        from ifdistill.benchmarks.instruction_following import langdetect_fast  # noqa: PLC0415
 
         langdetect_fast.clear_caches()

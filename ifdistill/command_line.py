@@ -1,19 +1,30 @@
-"""The command line's overrides composed before Hydra runs an app: a mistake is one line and exit 2.
+"""What every command line shares: a mistake is one line naming the program and the problem, exit 2.
 
-Hydra reports a composition error (``method=sftt``, an unknown key, an override that does not parse) in
-a dozen lines and exits 1, after its app has been entered. ``ifdistill-train`` and ``ifdistill-eval``
-compose their config from the same overrides first (:func:`refuse_bad_overrides`), so such a mistake is
-refused before anything is created. Under ``-m`` the sweep's first job is composed, and one job per
+- An argument the program's parser refuses (:class:`ArgumentParser`; argparse's own answer is the usage
+  text, then the error; the usage stays one ``--help`` away).
+- An override of a Hydra program: Hydra reports a composition error (``method=sftt``, an unknown key, an
+  override that does not parse) in a dozen lines and exits 1, after its app has been entered.
+  ``ifdistill-train`` and ``ifdistill-eval`` compose their config from the same overrides first
+  (:func:`refuse_bad_overrides`), so such a mistake is refused before anything is created. Under ``-m`` the sweep's first job is composed, and one job per
 other value of each swept key (``method=sft,sftt`` refuses ``sftt``), not every combination. Other
 Hydra flags (``--help``, ``--cfg``, ``--config-dir`` ...) are left to Hydra.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
-from typing import Optional, Sequence
+from typing import NoReturn, Optional, Sequence
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser whose error is one line, exit 2 (module docstring)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message} (--help shows the usage)", file=sys.stderr)
+        sys.exit(2)
 
 
 def one_line(err: BaseException) -> str:

@@ -1,4 +1,4 @@
-"""The divergence guard in a real Lightning loop on a one-weight model (seconds; the tiny-model runs are
+"""The non-finite guard in a real Lightning loop on a one-weight model (seconds; the tiny-model runs are
 tests/integration/train/test_divergence.py).
 
 - A batch holding NaN makes that step's loss NaN: ``skip`` leaves the weight exactly as it was (no
@@ -21,7 +21,7 @@ import lightning.pytorch as pl
 import pytest
 import torch
 
-from ifdistill.train.divergence import NonFiniteGuard, TrainingDiverged, all_finite
+from ifdistill.train.nonfinite import NonFiniteGuard, TrainingDiverged, all_finite
 
 
 class OneWeight(pl.LightningModule):

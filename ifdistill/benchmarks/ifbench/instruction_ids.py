@@ -2,13 +2,13 @@
 
 An explicit tuple, as IFEval's table is, so one file shows every id and importing it loads nothing
 heavy. IFBench's registration (:mod:`ifdistill.benchmarks.ifbench.benchmark`) holds this table; the
-shared scorer finds it there (:func:`ifdistill.benchmarks.checking.lookup.all_instructions`), so
+shared scorer finds it there (:func:`ifdistill.benchmarks.instruction_following.lookup.all_instructions`), so
 ``ifdistill-score`` and the evaluator score rows of either benchmark.
 """
 
 from __future__ import annotations
 
-from ifdistill.benchmarks.checking.instruction_base import Instruction
+from ifdistill.benchmarks.instruction_following.instruction_base import Instruction
 from ifdistill.benchmarks.ifbench.instructions_count import COUNT_INSTRUCTIONS
 from ifdistill.benchmarks.ifbench.instructions_custom import CUSTOM_INSTRUCTIONS
 from ifdistill.benchmarks.ifbench.instructions_format import FORMAT_INSTRUCTIONS

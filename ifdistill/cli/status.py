@@ -8,7 +8,7 @@ directories are named by config hash, not by Hydra. State:
 - ``failed``    the last launch stopped on an error before or during training (``failure`` in
   ``run.json``: the cause, listed below the table);
 - ``diverged``  the last launch stopped on a non-finite loss, gradient or weight (``diverged`` in
-  ``run.json``: step and quantity; :mod:`ifdistill.train.divergence`);
+  ``run.json``: step and quantity; :mod:`ifdistill.train.nonfinite`);
 - ``running``   the last launch's process is alive on this host;
 - ``requeued``  the last launch saved its step on a requeue signal (time limit, preemption) and handed the
   job back (``stopped_at_step`` in ``run.json``); the next launch resumes there;
@@ -30,7 +30,8 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ifdistill.evaluator import benchmark as registry
+from ifdistill.benchmarks import registry
+from ifdistill.benchmarks.base import short_name
 from ifdistill.results import run_metrics
 from ifdistill.runs.rundir import RUN_DIR_LINK, SUBDIRS, RunDir, checkpoint_step
 
@@ -141,7 +142,7 @@ def _task_scores(metrics: dict) -> str:
 
 def _table(first: list[str], rows: list[tuple[list[Any], dict]]) -> list[str]:
     """Rows of evaluations: benchmarks whose metrics are fractions get a percentage column per headline
-    metric (:meth:`~ifdistill.evaluator.benchmark.Benchmark.headline_metrics`), others one column of
+    metric (:meth:`~ifdistill.benchmarks.base.Benchmark.headline_metrics`), others one column of
     every metric."""
     benches = [registry.get(b["benchmark"]) for _, b in rows]
     columns: list[str] = []
@@ -149,7 +150,7 @@ def _table(first: list[str], rows: list[tuple[list[Any], dict]]) -> list[str]:
         for bench, (_, b) in zip(benches, rows):
             columns += [c for c in bench.headline_metrics({"metrics": b["eval"]}) if c not in columns]
         scores = [[_pct(b["eval"], c) for c in columns] for _, b in rows]
-        names = [registry.short_name(c) for c in columns]
+        names = [short_name(c) for c in columns]
     else:
         scores, names = [[_task_scores(b["eval"])] for _, b in rows], ["metrics"]
     head = "| " + " | ".join([*first, *names]) + " |"

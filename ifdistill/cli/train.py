@@ -1,4 +1,5 @@
-"""``ifdistill-train``: the Hydra entry point. All logic is in :func:`ifdistill.train.run.train`.
+"""``ifdistill-train``: the Hydra entry point. The tree becomes a checked ``TrainConfig`` at
+:func:`ifdistill.train.config_edge.train_config`; all the rest is :func:`ifdistill.train.run.train`.
 
 Examples::
 
@@ -12,7 +13,7 @@ Re-running the same command after a crash resumes the run from its newest comple
 run directory is named by the config hash, see :mod:`ifdistill.runs.rundir`). A mistake the user can
 fix -- a config value, a data file, a model that is not here, a run directory in use, a full disk -- is
 printed as one line and exits 2 (``HYDRA_FULL_ERROR=1`` shows the traceback); a run that diverged
-(a non-finite loss, gradient or weight, :mod:`ifdistill.train.divergence`) prints one line and exits 3.
+(a non-finite loss, gradient or weight, :mod:`ifdistill.train.nonfinite`) prints one line and exits 3.
 """
 
 from __future__ import annotations
@@ -20,35 +21,15 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import hydra
 from omegaconf import DictConfig
 
-from ifdistill.cli.command_line import refuse_bad_overrides
+from ifdistill.command_line import refuse_bad_overrides
 from ifdistill.evaluator.launch import record_launch_threads
 from ifdistill.startup_heap import pause_collector
 from ifdistill.runs.sweeps import jobs_share_process
-
-if TYPE_CHECKING:
-    from ifdistill.train.schemas import TrainConfig
-
-
-def train_config(cfg: DictConfig | Mapping[str, Any], *, check_model: bool = True) -> TrainConfig:
-    """The edge: a composed config tree made plain (:func:`ifdistill.runs.rundir.resolved_tree`), checked
-    by preflight (every problem that shows without a model, reported together as one
-    :class:`~ifdistill.train.preflight.PreflightError`; ``check_model``: the model is here or reachable),
-    then typed. Nothing below it sees the tree."""
-    from ifdistill.runs.rundir import resolved_tree
-    from ifdistill.train.preflight import preflight
-    from ifdistill.train.schemas import TrainConfig
-
-    tree = resolved_tree(cfg)
-    preflight(tree, check_model=check_model)
-    return TrainConfig.from_tree(tree)
-
 
 def user_errors() -> tuple[type[BaseException], ...]:
     """Errors that are the user's to fix and say so in their message: printed as one line, no traceback."""
@@ -70,14 +51,14 @@ def user_errors() -> tuple[type[BaseException], ...]:
 
 
 def diverged() -> tuple[type[BaseException], ...]:
-    """:class:`~ifdistill.train.divergence.TrainingDiverged` when training got as far as loading it."""
-    module = sys.modules.get("ifdistill.train.divergence")
+    """:class:`~ifdistill.train.nonfinite.TrainingDiverged` when training got as far as loading it."""
+    module = sys.modules.get("ifdistill.train.nonfinite")
     return (module.TrainingDiverged,) if module is not None else ()
 
 
 def main() -> None:
     """The console script: the command line's overrides composed first (a mistake in a group option, key or
-    value is one line, exit 2, before Hydra starts: :mod:`ifdistill.cli.command_line`), then Hydra's app.
+    value is one line, exit 2, before Hydra starts: :mod:`ifdistill.command_line`), then Hydra's app.
     The collector is paused until training starts (:mod:`ifdistill.startup_heap`)."""
     pause_collector()
     record_launch_threads(os.environ)  # before Lightning's DDP sets OMP_NUM_THREADS for its ranks
@@ -92,7 +73,7 @@ def _app(cfg: DictConfig) -> None:
     except diverged() as err:  # recorded in the run directory already; one line on rank 0, exit 3
         from lightning.fabric.utilities.rank_zero import _get_rank
 
-        from ifdistill.train.divergence import EXIT_DIVERGED
+        from ifdistill.train.nonfinite import EXIT_DIVERGED
 
         _fail(f"{err}", EXIT_DIVERGED, show=int(_get_rank() or 0) == 0)
     except user_errors() as err:
@@ -128,6 +109,7 @@ def _main(cfg: DictConfig) -> None:
     from ifdistill.runs.rundir import RUN_DIR_LINK, resolved_tree
     from ifdistill.runs.sweeps import check_launch
     from ifdistill.train.method import method_hooks
+    from ifdistill.train.config_edge import train_config
     from ifdistill.train.run import check_run_dir, refuse_if_running, resolve_run_dir, train
 
     tree = resolved_tree(cfg)

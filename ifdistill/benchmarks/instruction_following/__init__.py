@@ -4,7 +4,8 @@
   (with :mod:`.langdetect_fast`): sentences, words, capital words, language.
 - :mod:`.lookup`: the checker of an instruction id, from the tables of every instruction benchmark the
   registry knows; :mod:`.scoring`: strict and loose decisions, whole rows with validation;
-  :mod:`.stats`: aggregates with standard errors; :mod:`.cli`: ``ifdistill-score``.
+  :mod:`.stats`: aggregates with standard errors (``ifdistill-score``, :mod:`ifdistill.cli.score`, scores a
+  file of responses with them).
 - :mod:`.instruction_benchmark`: the registration both benchmarks extend (the plan over ``eval.data``'s
   rows, scoring, results.json) and :mod:`.schema`, its results.json and samples.jsonl.
 
@@ -13,9 +14,9 @@ which build their checkers on it and hold their own id tables; it imports neithe
 and offline: nltk and langdetect load at first use.
 """
 
-from ifdistill.benchmarks.checking.instruction_base import Instruction, InstructionError, InvalidKwargsError
-from ifdistill.benchmarks.checking.lookup import all_instructions, build_instruction
-from ifdistill.benchmarks.checking.scoring import (
+from ifdistill.benchmarks.instruction_following.instruction_base import Instruction, InstructionError, InvalidKwargsError
+from ifdistill.benchmarks.instruction_following.lookup import all_instructions, build_instruction
+from ifdistill.benchmarks.instruction_following.scoring import (
     SCORER_VERSION,
     InvalidRowError,
     Judgement,
@@ -25,7 +26,7 @@ from ifdistill.benchmarks.checking.scoring import (
     score_response,
     score_rows,
 )
-from ifdistill.benchmarks.checking.stats import aggregate, mcnemar_exact, paired_bootstrap, per_instruction_type
+from ifdistill.benchmarks.instruction_following.stats import aggregate, mcnemar_exact, paired_bootstrap, per_instruction_type
 
 __all__ = [
     "SCORER_VERSION",
