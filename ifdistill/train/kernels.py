@@ -2,7 +2,7 @@
 fused kernels (the ``kernels`` section, :class:`~ifdistill.train.schemas.KernelsSchema`; docs/gpu.md).
 
 Why: a small model's step on a GPU is bound by the host. Eager PyTorch dispatches every operator of every
-decoder layer one by one -- RMSNorm alone is six, RoPE ten, each LoRA adapter four -- and at Qwen3-1.7B's
+decoder layer one by one -- an RMSNorm is several, RoPE about ten, each LoRA adapter four -- and at Qwen3-1.7B's
 shape the host spends most of a 4k-token step issuing them while the device waits. ``torch.compile`` traces
 a layer once and runs it as a few generated kernels (Inductor fuses the element-wise chains into the
 matmuls' neighbours), so the host issues a handful of launches per layer instead of ~150.
@@ -19,8 +19,10 @@ treats every activation dimension as symbolic, so all row lengths run the same g
 only on sizes 0 and 1 (a packed batch has one row, a padded one several). What Dynamo guards besides the
 shapes gives the bound on compilations per model, stated once here and checked by
 ``tests/unit/train/test_compiled_step.py``: one graph per combination of grad mode (training, or a teacher /
-validation under ``no_grad``), batch of one row or several, and adapter enabled or disabled (a LoRA run's
-frozen-initial teacher) -- at most 8, Dynamo's default ``recompile_limit``; SFT on packed rows compiles once.
+validation under ``no_grad``), batch of one row or several, adapter enabled or disabled (a LoRA run's
+frozen-initial teacher), and whether the layer's input needs a gradient (a LoRA student's first layer reads the
+frozen embedding) -- at most 8, Dynamo's default ``recompile_limit``. SFT on packed rows of any lengths
+compiles one graph (full fine-tuning) or two (LoRA).
 A call with a key/value cache (a shared-demonstration teacher's prefix) runs the layer eagerly: the cache's
 per-layer state would otherwise make every layer a graph of its own.
 
