@@ -23,6 +23,16 @@ position ids restarting per example, the boundaries passed to the attention kern
 two sizes per step (``seqs``: 4,096 and 16,384 tokens on GPU; a row that runs out of GPU memory is
 retried with gradient checkpointing and says so).
 
+How the step runs: ``kernels`` of ``conf/train.yaml`` at its defaults (``auto``: compiled decoder layers and
+objective on CUDA, Liger's kernels where liger-kernel imports; :mod:`ifdistill.train.kernels`); each row's
+``kernels`` says what ran. ``--levers`` adds, at the first row length, each lever alone (``_eager``: neither
+compile nor Liger, the step before them; ``_compiled``; ``_liger``), measured before any row with Liger
+(Liger patches transformers' classes for the rest of the process).
+
+The peer in the same run: TRL's ``SFTTrainer`` (:func:`measure_trl_sft`, the ``bench`` extra) on the same model
+files, examples, rows, attention kernel and precision, its padding-free collator and Liger where installed;
+``ifdistill/TRL tokens/s`` per kind and row length. Issue 56's goal: >= 1.2x on every row.
+
 MFU = model FLOPs per second / peak dense bf16 FLOP/s of the device. Model FLOPs of one step (PaLM,
 Chowdhery et al. 2022, appendix B, with the causal attention halved):
 
@@ -510,12 +520,15 @@ def measure_generation(model_dir: Path, device: str, *, dtype: str, prompts: Opt
 # -- the whole benchmark -------------------------------------------------------------------------------
 GPU_SETTINGS = {"seqs": [4096, 16384], "warmup": 2, "steps": 8, "distill_micro_batch": 8, "k": 4, "prompts": None,
                 "max_new_tokens": 256, "gen_batch_size": 64, "dtype": "bfloat16", "precision": "bf16-mixed",
-                "attn_implementation": "auto", "levers": False, "trl": True, "compile_backend": "inductor"}
+                "attn_implementation": "auto", "levers": False, "lever_kinds": ["lora", "full"], "trl": True,
+                "trl_seqs": None, "compile_backend": "inductor"}
 # one torch thread: at these sizes a step is per-op overhead, and on a shared CPU more threads contend; the levers'
-# compiled rows through aot_eager (the traced graphs without code generation: seconds, not minutes, on 2 cores)
+# compiled rows through aot_eager (the traced graphs without code generation: seconds, not minutes, on 2 cores);
+# levers for LoRA and TRL at the first row length only (each row is seconds of CI)
 SMOKE_SETTINGS = {"seqs": [256, 512], "warmup": 1, "steps": 1, "distill_micro_batch": 2, "k": 4, "prompts": 4,
                   "max_new_tokens": 8, "gen_batch_size": 4, "dtype": "bfloat16", "precision": "bf16-mixed", "threads": 1,
-                  "attn_implementation": "packed_sdpa", "levers": True, "trl": True, "compile_backend": "aot_eager"}
+                  "attn_implementation": "packed_sdpa", "levers": True, "lever_kinds": ["lora"], "trl": True,
+                  "trl_seqs": 1, "compile_backend": "aot_eager"}
 #: The levers of ``kernels`` one at a time (``--levers``, at the first row length): each against the others and
 #: the default rows (``auto``: everything that applies on the device). Liger patches transformers' classes for
 #: the rest of the process, so the rows without it run first.
@@ -586,14 +599,16 @@ def run_benchmark(*, smoke: bool, device: str, models_root: Path, only: Iterable
         if settings["levers"]:
             seq = settings["seqs"][0]
             for kind, peft in (("lora", LORA), ("full", FULL)):
+                if kind not in settings["lever_kinds"]:
+                    continue
                 for lever, ks in levers.items():
                     sft_row(model_name, f"{sft_label(kind, seq)}_{lever}", measure_sft, peft=peft, seq=seq,
                             kernels={**ks, **backend}, **common)
-        for seq in settings["seqs"]:
+        for i, seq in enumerate(settings["seqs"]):
             ours = {kind: sft_row(model_name, sft_label(kind, seq), measure_sft, peft=peft, seq=seq,
                                   kernels=backend, **common) for kind, peft in (("lora", LORA), ("full", FULL))}
             ratios[f"{model_name} lora/full tokens/s at {seq}"] = ours["lora"]["tokens_per_s"] / ours["full"]["tokens_per_s"]
-            if trl is None:
+            if trl is None or (settings["trl_seqs"] is not None and i >= settings["trl_seqs"]):
                 continue
             for kind, peft in (("lora", LORA), ("full", FULL)):
                 theirs = sft_row(model_name, f"trl_{sft_label(kind, seq)}", measure_trl_sft, peft=peft, seq=seq, **common)

@@ -64,9 +64,11 @@ def test_benchmark_rows_are_complete_finite_and_consistent(smoke):
     for model in models:
         rows = {r["measurement"]: r for r in bench["rows"] if r["model"] == model}
         ours = {sft_label(k, q) for k in ("lora", "full") for q in s["seqs"]}
-        assert set(rows) == (OTHER_MEASUREMENTS | ours | {f"{sft_label(k, s['seqs'][0])}_{v}" for k in ("lora", "full")
-                                                           for v in levers} | ({f"trl_{m}" for m in ours} if trl else set()))
-        for kind in ("lora", "full"):  # the levers: the same step, eager and with every decoder layer compiled
+        with_trl = s["seqs"][:s["trl_seqs"]] if trl else []
+        assert set(rows) == (OTHER_MEASUREMENTS | ours | {f"{sft_label(k, s['seqs'][0])}_{v}" for k in s["lever_kinds"]
+                                                           for v in levers}
+                             | {f"trl_{sft_label(k, q)}" for k in ("lora", "full") for q in with_trl})
+        for kind in s["lever_kinds"]:  # the levers: the same step, eager and with every decoder layer compiled
             eager, compiled = (rows[f"{sft_label(kind, s['seqs'][0])}_{v}"] for v in levers)
             assert eager["kernels"]["compiled_layers"] == 0 and compiled["kernels"]["compiled_layers"] == 2
             assert compiled["kernels"]["backend"] == s["compile_backend"] and not compiled["kernels"]["liger"]
@@ -98,7 +100,7 @@ def test_benchmark_rows_are_complete_finite_and_consistent(smoke):
             assert 1.0 < full["model_flops_per_step"] / lora["model_flops_per_step"] < 1.5
             ratio = bench["ratios"][f"{model} lora/full tokens/s at {seq}"]
             assert ratio == pytest.approx(lora["tokens_per_s"] / full["tokens_per_s"], rel=1e-9)
-            for kind, r in (("lora", lora), ("full", full)) if trl else ():  # TRL on the same examples and rows
+            for kind, r in (("lora", lora), ("full", full)) if seq in with_trl else ():  # TRL: the same rows
                 theirs = rows[f"trl_{sft_label(kind, seq)}"]
                 _finite_positive(theirs, "tokens_per_s", "step_s", "loss_first", "loss_last")
                 assert theirs["tokens_per_step"] == r["tokens_per_step"] and theirs["steps"] == s["steps"]
@@ -112,4 +114,4 @@ def test_benchmark_rows_are_complete_finite_and_consistent(smoke):
         g = rows["generate_hf_ifeval"]
         _finite_positive(g, "generate_s", "tokens_per_s", "generated_tokens")
         assert g["prompts"] == s["prompts"] and g["generated_tokens"] <= g["prompts"] * g["max_new_tokens"]
-    assert len(bench["ratios"]) == len(models) * (1 + len(s["seqs"]) * (3 if trl else 1))
+    assert len(bench["ratios"]) == len(models) * (1 + len(s["seqs"]) + 2 * len(with_trl))
