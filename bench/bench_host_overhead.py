@@ -8,7 +8,7 @@ compute is negligible shows it on a CPU: 28 decoder layers of hidden 64 (Qwen3's
 attention, SwiGLU), the real 151,936-row tied head applied chunk by chunk (``logit_chunk_size`` of
 conf/train.yaml), the real Qwen3 tokenizer on the synthetic set packed into one row, the production step
 (``bench/bench_gpu.py``'s :func:`train_step`: ``training_step``, backward, the divergence guard's flags,
-clipping, the module's optimizer) in float32, as training runs on CPU (``--precision bf16-mixed`` runs it under
+clipping, fused AdamW as on a GPU) in float32, as training runs on CPU (``--precision bf16-mixed`` runs it under
 autocast as on a GPU, where the casts add operators to the eager step; a CPU without bfloat16 matrix units
 spends seconds in the head's bfloat16 matmuls then).
 
@@ -60,7 +60,8 @@ def count_ops(names: Iterable[str]) -> dict[str, int]:
     """``ops`` (ATen operators: names starting ``aten::``) and ``graph_calls`` (compiled graphs called) among the
     profiler's event names of one step."""
     counts = Counter(names)
-    return {"ops": sum(n for name, n in counts.items() if name.startswith("aten::")),
+    aten = Counter({name: n for name, n in counts.items() if name.startswith("aten::")})
+    return {"ops": sum(aten.values()), "top_ops": dict(aten.most_common(8)),
             "graph_calls": sum(n for name, n in counts.items() if name.startswith("## Call CompiledFxGraph"))}
 
 
@@ -78,7 +79,8 @@ def summarise(times: list[float], tokens: int, names: list[str], warmup: int) ->
     first step's excess over the median (``compile_s``)."""
     host = statistics.median(times[warmup:])
     counts = count_ops(names)
-    return {"ops_per_step": counts["ops"], "graph_calls_per_step": counts["graph_calls"], "host_s_per_step": host,
+    return {"ops_per_step": counts["ops"], "graph_calls_per_step": counts["graph_calls"], "top_ops": counts["top_ops"],
+            "host_s_per_step": host,
             "tokens_per_step": tokens, "tokens_per_s": tokens / host, "compile_s": max(0.0, times[0] - host),
             "steps": len(times) - warmup}
 
@@ -117,8 +119,9 @@ def run(model_dir: Path, *, peft: Mapping[str, Any], tokens: int, steps: int, wa
     modules, optims = {}, {}
     for name, kernels in variants.items():
         torch.manual_seed(0)
-        inputs = TrainingInputs(model, peft, attn_implementation="sdpa", logit_chunk_size=production_chunk_size(),
-                                kernels=kernels)
+        # fused AdamW, as on a GPU (optim.fused: null fuses only on CUDA; on CPU it would loop over the parameters)
+        inputs = TrainingInputs(model, peft, {"fused": True}, attn_implementation="sdpa",
+                                logit_chunk_size=production_chunk_size(), kernels=kernels)
         modules[name] = SFTModule(inputs).train()
         optims[name] = make_optimizer(modules[name])
     times: dict[str, list[float]] = {name: [] for name in variants}

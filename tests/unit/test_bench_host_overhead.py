@@ -11,7 +11,7 @@ from bench import bench_host_overhead as bho
 def test_ops_are_aten_events_and_graph_calls_the_compiled_graphs_called():
     names = ["aten::mm", "aten::mm", "aten::add_", "autograd::engine::evaluate_function: MmBackward0",
              "## Call CompiledFxGraph abc ##", "## Call CompiledFxGraph def ##", "Torch-Compiled Region: 0/0"]
-    assert bho.count_ops(names) == {"ops": 3, "graph_calls": 2}
+    assert bho.count_ops(names) == {"ops": 3, "graph_calls": 2, "top_ops": {"aten::mm": 2, "aten::add_": 1}}
 
 
 def test_summary_takes_the_median_after_warmup_and_the_first_steps_excess_as_compile_time():
@@ -36,8 +36,8 @@ def test_narrow_shape_is_qwen3_1_7b_depth_and_vocabulary():
 def test_one_eager_step_of_a_two_layer_narrow_model(tmp_path):
     shape = dict(bho.NARROW, num_hidden_layers=2)
     model_dir = bho.build_model_dir("narrow-2-layers", shape, tmp_path)
-    out = bho.run(model_dir, peft=bho.LORA, tokens=256, steps=1, warmup=0, variants={"eager": bho.VARIANTS["eager"]})
+    out = bho.run(model_dir, peft=bho.LORA, tokens=128, steps=1, warmup=0, variants={"eager": bho.VARIANTS["eager"]})
     row = out["eager"]
     assert row["ops_per_step"] > 100 and row["graph_calls_per_step"] == 0 and row["graphs_compiled"] == 0
-    assert 0 < row["tokens_per_step"] <= 256 and row["tokens_per_s"] == pytest.approx(
+    assert 0 < row["tokens_per_step"] <= 128 and row["tokens_per_s"] == pytest.approx(
         row["tokens_per_step"] / row["host_s_per_step"])

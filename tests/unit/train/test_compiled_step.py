@@ -185,3 +185,25 @@ def test_kernels_settings_are_composed_and_outside_config_hash():
     changed = _compose("train", ["kernels.compile=true", "kernels.liger=false", "kernels.dynamic=false"])
     assert _train_hash(changed) == _train_hash(default)  # how the step runs, not what it computes
     assert _train_hash(_compose("train", ["optim.lr=0.001"])) != _train_hash(default)  # the control
+
+
+def test_liger_replaces_qwen3s_norms_and_mlp_when_applied_before_the_model_is_built():
+    """In a process of its own: the patch replaces transformers' classes for the rest of the process."""
+    import subprocess
+    import sys
+
+    code = """
+from transformers import Qwen3Config, Qwen3ForCausalLM
+from ifdistill.train import kernels
+cfg = Qwen3Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                  num_key_value_heads=1, head_dim=16)
+before = kernels.liger_in(Qwen3ForCausalLM(cfg))
+assert kernels.apply_liger("qwen3") and not kernels.apply_liger("no-such-model")
+model = Qwen3ForCausalLM(cfg)
+print(before, kernels.liger_in(model), sorted({type(m).__name__ for m in model.modules() if kernels.liger_in(m)}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    before, after, classes = out.stdout.strip().split(" ", 2)
+    assert before == "False" and after == "True"
+    assert "LigerRMSNorm" in classes and "LigerSwiGLUMLP" in classes
