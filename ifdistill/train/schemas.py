@@ -82,6 +82,7 @@ class KernelsSchema:
     # torch.compile of the objective run on each chunk of the LM head: true | false | auto (with compile)
     compile_loss: Any = "auto"
     # sequence length (and batch) symbolic from the first compilation: every packed row length runs one graph
+    # (false: a graph per length, up to Dynamo's recompile_limit of 8, eager after that)
     dynamic: bool = True
     compile_mode: Optional[str] = None  # torch.compile's mode (null: its default; max-autotune-no-cudagraphs, ...)
     # torch.compile's backend: inductor (generated kernels) | aot_eager (the traced graph run by eager ops: to
