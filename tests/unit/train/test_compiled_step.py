@@ -110,7 +110,6 @@ def assert_compiled_equals_eager(module, batches, *, kd: bool) -> None:
         assert diff <= eps * norm, (diff / norm, eps)  # the gradients' norm: ε of itself
 
 
-@pytest.mark.slow  # compiles: ~20-40 s of two cores per graph with inductor
 def first_layer_only(module) -> None:
     """The model cut to its first decoder layer: the one graph a LoRA student's first layer compiles (its input, the
     frozen embedding's output, needs no gradient), without the second graph of the other layers -- the code
@@ -120,6 +119,7 @@ def first_layer_only(module) -> None:
     lm.config.num_hidden_layers = 1
 
 
+@pytest.mark.slow  # compiles: ~20-40 s of two cores per graph with inductor
 def test_lora_sft_on_packed_rows_of_three_lengths_compiles_once_and_equals_eager(packed):
     torch.manual_seed(0)
     module = SFTModule(TrainingInputs(TINY, LORA, logit_chunk_size=CHUNK, kernels=COMPILED))
@@ -157,7 +157,7 @@ def test_full_fine_tuning_and_distillation_through_the_traced_graphs(packed, icl
     # student by far more than the tolerance
     _, stats, _ = step(dist, batches[0])
     eps = epsilon(dist.model.config.num_hidden_layers, dist.model.config.vocab_size)
-    assert float(stats["kd"] / stats["count"]) > 100 * 4 * eps * logit_absmax(dist, batches[0])
+    assert float(stats["kd"] / stats["count"]) > 10 * 4 * eps * logit_absmax(dist, batches[0])
 
 
 def test_a_copy_of_a_compiled_model_compiles_its_own_layers():
