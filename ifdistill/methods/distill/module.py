@@ -52,7 +52,8 @@ import torch
 
 from ifdistill.train.chunked_head import Head, head_tensors
 from ifdistill.train.losses import DIVERGENCES, cached_kd_with_stats, ce_kd_with_stats, divergence, token_stats
-from ifdistill.train.modeling import SelectiveLM, adapter_disabled, build_model, is_peft
+from ifdistill.config import ModelSchema
+from ifdistill.train.modeling import SelectiveLM, adapter_disabled, build_model, is_peft, torch_dtype
 from ifdistill.methods.sft.module import STAT_KEYS, SFTModule
 from ifdistill.methods.distill.hooks import DistillHooks
 from ifdistill.methods.distill.settings import TEACHERS, DistillSettings, setting_problems
@@ -94,7 +95,10 @@ class ICLDistillModule(DistillHooks, SFTModule):
                 s.teacher_model, None, dtype=inputs.dtype or s.teacher_model.get("dtype"),
                 attn_implementation=inputs.attn_implementation or "sdpa", trainable=False))))
         elif s.teacher == "frozen_initial" and not is_peft(self.model):
-            self._frozen.append(self._freeze(copy.deepcopy(self.lm)))
+            # in model.dtype, as a teacher loaded on its own (build_model): autocast caches its casts only of
+            # weights that require grad, and would cast a float32 copy's every weight again at every forward
+            dtype = torch_dtype(inputs.dtype or inputs.model.get("dtype") or ModelSchema.dtype)
+            self._frozen.append(self._freeze(copy.deepcopy(self.lm).to(dtype)))
         self.teacher_cache = None
         self.teacher_pass_stats: Optional[dict[str, float]] = None
         if s.teacher_source == "cache":
