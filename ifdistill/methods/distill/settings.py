@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ifdistill.config import store_target_schema
 from ifdistill.methods.sft.settings import SFTSettings
 
 
@@ -117,6 +116,3 @@ def cache_refusal(method: Mapping[str, Any]) -> Optional[str]:
     if method["kl"] != "forward" or method["topk"]:
         return "method.teacher_source=cache computes the forward KL on the cached support: set kl=forward, topk=null"
     return None
-
-
-store_target_schema("method_distill", DistillSettings)  # checked by setting_problems, which knows the module's kinds

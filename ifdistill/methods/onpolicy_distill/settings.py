@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ifdistill.config import only_when_set, store_target_schema
+from ifdistill.config import only_when_set
 from ifdistill.methods.distill.settings import divergence_value_problems
 from ifdistill.methods.sft.settings import SFTSettings
 
@@ -72,5 +72,3 @@ class OnPolicyDistillSettings(SFTSettings):
         problems = divergence_value_problems(self) + problems
         if problems:
             raise ValueError(problems[0])
-
-store_target_schema("method_onpolicy_distill", OnPolicyDistillSettings)

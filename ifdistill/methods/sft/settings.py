@@ -20,12 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ifdistill.config import store_target_schema
-
 
 @dataclass
 class SFTSettings:
     """Supervised fine-tuning's own settings: none (module docstring)."""
-
-
-store_target_schema("method_sft", SFTSettings)
