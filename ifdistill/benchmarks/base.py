@@ -18,8 +18,6 @@ import importlib.util
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from ifdistill.config import is_num
-
 #: The package whose folders are the benchmarks (``ifdistill/benchmarks/``, this module's package).
 HOME = "ifdistill.benchmarks"
 
@@ -27,6 +25,10 @@ HOME = "ifdistill.benchmarks"
 def short_name(metric: str) -> str:
     """A metric as tables and console lines title it (``prompt_level_strict_acc`` -> ``prompt strict``)."""
     return metric.removesuffix("_acc").replace("_level_", " ").replace("_", " ")
+
+
+def _num(value: Any) -> bool:  # not ifdistill.config's is_num: importing a registration stays free of omegaconf
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 class Benchmark:
@@ -109,7 +111,7 @@ class Benchmark:
     # -- results ---------------------------------------------------------------------------------------
     def metric_values(self, results: Mapping[str, Any]) -> dict[str, float]:
         """Aggregates and their ``<metric>_stderr`` as floats, absent or null values left out."""
-        return {k: float(v) for k, v in (results.get("metrics") or {}).items() if is_num(v)}
+        return {k: float(v) for k, v in (results.get("metrics") or {}).items() if _num(v)}
 
     def headline_metrics(self, results: Mapping[str, Any]) -> list[str]:
         """The metrics a one-line summary shows (the console, ``ifdistill-status``), headline first."""
@@ -122,7 +124,7 @@ class Benchmark:
                  for k in self.headline_metrics(results)]
         timings = results.get("timings") or {}
         lines.append("  time: " + "  ".join(f"{k.removesuffix('_s')} {v:.1f}s" for k, v in timings.items()
-                                             if k.endswith("_s") and k != "total_s" and is_num(v)))
+                                             if k.endswith("_s") and k != "total_s" and _num(v)))
         return lines
 
     def per_type(self, results: Mapping[str, Any]) -> dict[str, dict[str, float]]:
@@ -141,7 +143,7 @@ class Benchmark:
         """``{key: value}`` of ``metric`` per document of samples.jsonl ``rows`` (each row's ``metrics``), for
         paired differences (:func:`ifdistill.results.paired.document_delta`); None where no row holds it."""
         values = {str(r["key"]): float(r["metrics"][metric]) for r in rows
-                  if is_num((r.get("metrics") or {}).get(metric))}
+                  if _num((r.get("metrics") or {}).get(metric))}
         return values or None
 
     def score_responses(self, rows: Sequence[Mapping[str, Any]], responses: Sequence[str]

@@ -8,8 +8,9 @@ edited:
 
 1. the guard tests pass on the new method and benchmark: composition and the config-hash pins (the new
    options are reported as unpinned, not failed), one home per default, the import graph, no module outside
-   a benchmark's folder naming it, packaging, a method's light hooks, every field of a benchmark's own section
-   in its hash, the benchmark contract (its smoke evaluation through every consumer of a result);
+   a benchmark's folder naming it, packaging, a method's light hooks, finding the benchmarks staying light,
+   every field of a benchmark's own section in its hash, the benchmark contract (its smoke evaluation through
+   every consumer of a result);
 2. 10 training steps with the method finish (the tiny model, LoRA);
 3. the benchmark evaluates (the tiny model, 3 prompts), and its own setting changes its eval_config_hash;
 4. a misspelt key of either is one line, exit 2.
@@ -50,6 +51,7 @@ GUARDS = [
     "tests/unit/test_one_home_per_default.py",
     "tests/unit/test_import_graph.py",
     "tests/unit/test_benchmark_names.py",
+    "tests/unit/ifeval/test_ifeval_offline.py::test_finding_every_instruction_table_is_light",
     "tests/unit/test_packaging.py::test_every_package_folder_ships",
     "tests/unit/train/test_method_hooks.py",
     "tests/unit/evaluator/test_benchmark_identity.py::test_each_registration_states_the_sections_of_its_folder",
