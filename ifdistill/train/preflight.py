@@ -35,8 +35,8 @@ from ifdistill.train.strategy_settings import strategy_name
 
 SAMPLE_ROWS = 50  # rows of each local data file loaded (and so validated) before training starts
 # Top-level keys of conf/train.yaml and its groups; anything else is a typo (`+lr=1e-3`).
-TOP_LEVEL = frozenset({"task_name", "seed", "gradient_checkpointing", "logit_chunk_size", "optim", "datamodule", "run", "callbacks",
-                       "paths", "model", "data", "method", "peft", "trainer", "logger", "eval", "hydra"})
+TOP_LEVEL = frozenset({"task_name", "seed", "gradient_checkpointing", "logit_chunk_size", "optim", "datamodule", "run",
+                       "kernels", "callbacks", "paths", "model", "data", "method", "peft", "trainer", "logger", "eval", "hydra"})
 # (+ the sections the method reads, MethodHooks.sections: off-policy distillation's teacher_pass)
 # Sections built by Hydra's instantiate, checked against their _target_'s signature.
 TARGETS = ("trainer", "method", "logger")

@@ -96,7 +96,29 @@ class PeftSchema:
     quantize: Optional[str] = None  # null | 4bit | 8bit (QLoRA; needs bitsandbytes and a GPU)
 
 
-SCHEMAS: dict[str, Any] = {"run": RunSchema, "optim": OptimSchema, "datamodule": DataModuleSchema, "peft": PeftSchema}
+@dataclass
+class KernelsSchema:
+    """How the same computation is executed (:mod:`ifdistill.train.compile`, docs/gpu.md); outside config_hash
+    (:data:`ifdistill.runs.rundir.HASH_IGNORE`): the losses and gradients agree within float rounding."""
+
+    # torch.compile of each decoder layer (one graph shared by all layers): true | false | auto (on CUDA)
+    compile: Any = "auto"
+    # torch.compile of the objective run on each chunk of the LM head: true | false | auto (with compile)
+    compile_loss: Any = "auto"
+    # sequence length (and batch) symbolic from the first compilation: every packed row length runs one graph
+    # (false: a graph per length, up to Dynamo's recompile_limit of 8, eager after that)
+    dynamic: bool = True
+    compile_mode: Optional[str] = None  # torch.compile's mode (null: its default; max-autotune-no-cudagraphs, ...)
+    # torch.compile's backend: inductor (generated kernels) | aot_eager (the traced graph run by eager ops: to
+    # tell a compiler problem from a tracing one)
+    compile_backend: str = "inductor"
+    # Liger Kernel's Triton RMSNorm, RoPE and SwiGLU, patched before the model is built: true | false | auto
+    # (where liger-kernel imports and CUDA is visible)
+    liger: Any = "auto"
+
+
+SCHEMAS: dict[str, Any] = {"run": RunSchema, "optim": OptimSchema, "datamodule": DataModuleSchema, "peft": PeftSchema,
+                           "kernels": KernelsSchema}
 for _name, _schema in SCHEMAS.items():
     register_schema(_name, _schema)
 
@@ -119,6 +141,7 @@ class TrainConfig:
     optim: OptimSchema
     datamodule: DataModuleSchema
     peft: PeftSchema
+    kernels: KernelsSchema = field(default_factory=KernelsSchema)
     task_name: str = "train"
     seed: int = 42
     gradient_checkpointing: bool = False
@@ -136,7 +159,8 @@ class TrainConfig:
         :class:`~ifdistill.config.ConfigError` naming the key (preflight has reported it already)."""
         typed = {name: check_schema(schema, tree.get(name) or {}, f"config section '{name}'", as_object=True)
                  for name, schema in (("run", RunSchema), ("model", ModelSchema), ("optim", OptimSchema),
-                                      ("datamodule", DataModuleSchema), ("peft", PeftSchema))}
+                                      ("datamodule", DataModuleSchema), ("peft", PeftSchema),
+                                      ("kernels", KernelsSchema))}
         plain = {name: tree[name] for name in ("task_name", "seed", "gradient_checkpointing", "logit_chunk_size",
                                                "method", "data", "trainer", "logger", "paths") if name in tree}
         return cls(tree=dict(tree), **typed, **plain, callbacks=dict(tree.get("callbacks") or {}))

@@ -36,13 +36,14 @@ from typing import Any, Optional
 
 import torch
 
+from ifdistill.config import ModelSchema
 from ifdistill.methods.knowledge_distillation.hooks import KDHooks
 from ifdistill.methods.knowledge_distillation.settings import KDSettings
 from ifdistill.methods.sft.module import STAT_KEYS, SFTModule
 from ifdistill.train.chunked_head import Head, head_tensors
 from ifdistill.train.losses import ce_kd_with_stats, divergence, token_stats
 from ifdistill.train.method import TrainingInputs
-from ifdistill.train.modeling import SelectiveLM, adapter_disabled, is_peft
+from ifdistill.train.modeling import SelectiveLM, adapter_disabled, is_peft, torch_dtype
 from ifdistill.train.token_sums import ratio
 
 
@@ -74,7 +75,12 @@ class KDModule(KDHooks, SFTModule):
         """The teacher kept apart from the student, or ``None`` where the teacher is the student's own weights
         (``frozen_initial`` with LoRA: the adapter disabled; ``self_stopgrad``). A method adding a teacher
         (a separate model, an EMA copy) overrides it."""
-        return copy.deepcopy(self.lm) if s.teacher == "frozen_initial" and not is_peft(self.model) else None
+        if s.teacher != "frozen_initial" or is_peft(self.model):
+            return None
+        # in model.dtype, as a teacher loaded on its own (build_model): autocast caches its casts only of
+        # weights that require grad, and would cast a float32 copy's every weight again at every forward
+        dtype = torch_dtype(inputs.dtype or inputs.model.get("dtype") or ModelSchema.dtype)
+        return copy.deepcopy(self.lm).to(dtype)
 
     @staticmethod
     def _freeze(lm: SelectiveLM) -> SelectiveLM:
