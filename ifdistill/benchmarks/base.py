@@ -13,6 +13,8 @@ benchmark's folder on both.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
@@ -20,13 +22,13 @@ from typing import Any, Mapping, Optional, Sequence
 HOME = "ifdistill.benchmarks"
 
 
-def _num(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def short_name(metric: str) -> str:
     """A metric as tables and console lines title it (``prompt_level_strict_acc`` -> ``prompt strict``)."""
     return metric.removesuffix("_acc").replace("_level_", " ").replace("_", " ")
+
+
+def _num(value: Any) -> bool:  # not ifdistill.config's is_num: importing a registration stays free of omegaconf
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 class Benchmark:
@@ -59,9 +61,6 @@ class Benchmark:
     local_data: str = ""
     #: Columns of the W&B samples table (:meth:`sample_row` fills them from a samples.jsonl row).
     sample_columns: tuple[str, ...] = ("key", "prompt", "response")
-    #: Its own ``eval`` sections: ``SECTIONS`` of the ``settings`` module in its folder
-    #: (``ifdistill/benchmarks/<name>/settings.py``), imported by its registration (:meth:`sections`).
-    settings_sections: Mapping[str, type] = {}
     #: Packages of its own outside its folder (a plug-in's): they may name it, as its folder may
     #: (tests/unit/test_benchmark_names.py).
     packages: tuple[str, ...] = ()
@@ -83,10 +82,18 @@ class Benchmark:
 
     # -- config ---------------------------------------------------------------------------------------
     def sections(self) -> dict[str, type]:
-        """This benchmark's own ``eval`` sections (``{key: settings dataclass}``, :attr:`settings_sections`).
-        Every field of them enters its eval_config_hash (:mod:`ifdistill.evaluator.identity`); a section of
-        another benchmark set in its config is refused (:func:`~ifdistill.evaluator.settings.eval_settings`)."""
-        return dict(self.settings_sections)
+        """This benchmark's own ``eval`` sections (``{key: settings dataclass}``): ``SECTIONS`` of the
+        ``settings`` module in its folder (``ifdistill/benchmarks/<name>/settings.py``), found by itself; none
+        without one. Every field of them enters its eval_config_hash (:mod:`ifdistill.evaluator.identity`); a
+        section of another benchmark set in its config is refused
+        (:func:`~ifdistill.evaluator.settings.eval_settings`)."""
+        module = type(self).__module__
+        if not module.startswith(f"{HOME}."):
+            return {}
+        settings = f"{module.rpartition('.')[0]}.settings"
+        if importlib.util.find_spec(settings) is None:
+            return {}
+        return dict(getattr(importlib.import_module(settings), "SECTIONS", {}))
 
     def check(self, settings: Any) -> None:
         """Validate the parts of :class:`~ifdistill.evaluator.settings.EvalSettings` this benchmark reads;

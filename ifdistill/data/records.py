@@ -118,6 +118,11 @@ def _need(row: Mapping[str, Any], field: str, typ: type | tuple[type, ...], loca
     return value
 
 
+def _a(role: str) -> str:
+    """``role`` with its article: ``a user``, ``an assistant``."""
+    return f"{'an' if role[:1].lower() in 'aeio' else 'a'} {role}"  # a user: u sounds 'you'
+
+
 def check_turn_order(messages: Sequence[Mapping[str, str]], location: str | None, field: str = "messages",
                      *, end: str | None = None, names: Sequence[str] | None = None) -> None:
     """Refuse a conversation whose roles do not alternate as chat templates require: one ``system`` turn,
@@ -131,14 +136,14 @@ def check_turn_order(messages: Sequence[Mapping[str, str]], location: str | None
     for i in range(start, len(messages)):
         want = "user" if (i - start) % 2 == 0 else "assistant"
         if messages[i]["role"] != want:
-            before = f"after a {messages[i - 1]['role']} turn" if i else "as the first turn"
-            raise _err("turn_order", f"a {messages[i]['role']} turn {before}: roles must be an optional system "
+            before = f"after {_a(messages[i - 1]['role'])} turn" if i else "as the first turn"
+            raise _err("turn_order", f"{_a(messages[i]['role'])} turn {before}: roles must be an optional system "
                                      "turn, then user and assistant in turn", location, names[i])
     if start == len(messages):
         raise _err("turn_order", "a system turn alone: the conversation has no user turn", location, field)
     if end is not None and messages[-1]["role"] != end:
-        raise _err("turn_order", f"the conversation ends with a {messages[-1]['role']} turn; "
-                                 f"{'a training row' if end == 'assistant' else 'a prompt'} ends with a {end} turn",
+        raise _err("turn_order", f"the conversation ends with {_a(messages[-1]['role'])} turn; "
+                                 f"{'a training row' if end == 'assistant' else 'a prompt'} ends with {_a(end)} turn",
                    location, names[-1])
 
 

@@ -219,7 +219,8 @@ def _refuse_foreign_sections(settings: EvalSettings, bench: Any, registry: Any) 
     own = set(bench.sections())
     for key, cls in benchmark_sections().items():
         if key not in own and getattr(settings, key) != cls():
-            owner = next((b.name for b in registry.ordered() if key in b.sections()), "another benchmark")
+            owner = next((b.name for b in registry.ordered() if key in b.sections()),
+                         cls.__module__.split(".")[-2])  # a folder with settings but no registration: its name
             raise ConfigError(f"config section 'eval': eval.{key} is set but is {owner}'s section and eval.benchmark "
                               f"is {bench.name}; remove eval.{key} or select eval.benchmark={owner}")
 

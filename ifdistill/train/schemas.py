@@ -3,16 +3,17 @@
 
 Sections that build objects (``method``, ``trainer``, ``logger``, each callback) carry a ``_target_``
 and are checked against their target's signature by preflight; these sections are plain data, so a
-typo'd key or a wrong type fails here, naming the key, not at step 500.
+typo'd key or a wrong type fails here, naming the key, not at step 500. Each schema holds its values'
+ranges too (``ranges``), which preflight applies to the composed tree.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
-from ifdistill.config import ModelSchema, check_schema, register_schema
+from ifdistill.config import ModelSchema, Range, check_schema, is_int, is_num, register_schema
 
 
 @dataclass
@@ -34,6 +35,15 @@ class RunSchema:
     max_skipped_steps: int = 10
     resume_from: Optional[str] = None  # a run directory to start from when this run has no checkpoint
 
+    ranges: ClassVar[tuple[Range, ...]] = (
+        ("checkpoint_every_n_steps", lambda v: is_int(v) and v >= 1, "an integer >= 1"),
+        ("eval_every_n_steps", lambda v: is_int(v) and v >= 1, "an integer >= 1"),
+        ("keep_last_checkpoints", lambda v: is_int(v) and v >= 1, "an integer >= 1 (a run resumes from the last)"),
+        ("resume", lambda v: v in ("auto", "never", "required"), "auto, never or required"),
+        ("on_nonfinite", lambda v: v in ("stop", "skip"), "stop or skip"),
+        ("max_skipped_steps", lambda v: is_int(v) and v >= 0, "an integer >= 0"),
+    )
+
 
 @dataclass
 class OptimSchema:
@@ -48,6 +58,13 @@ class OptimSchema:
     foreach: Optional[bool] = None
     fused: Optional[bool] = None  # null: fused AdamW where every trainable parameter is on CUDA
 
+    ranges: ClassVar[tuple[Range, ...]] = (
+        ("lr", lambda v: is_num(v) and v > 0, "a number > 0"),
+        ("weight_decay", lambda v: is_num(v) and v >= 0, "a number >= 0"),
+        ("warmup_steps", lambda v: is_int(v) and v >= 0, "an integer >= 0"),
+        ("min_lr_ratio", lambda v: is_num(v) and 0 <= v <= 1, "a number in [0, 1]"),
+    )
+
 
 @dataclass
 class DataModuleSchema:
@@ -58,6 +75,13 @@ class DataModuleSchema:
     packing: Any = "auto"
     max_row_tokens: Optional[int] = None  # packed row capacity (null: one row per micro-batch)
     num_workers: Optional[int] = None  # null: 2 on a GPU, 0 on CPU
+
+    ranges: ClassVar[tuple[Range, ...]] = (
+        ("micro_batch_size", lambda v: is_int(v) and v >= 1, "an integer >= 1"),
+        ("val_batch_size", lambda v: is_int(v) and v >= 1, "an integer >= 1"),
+        ("num_workers", lambda v: v is None or (is_int(v) and v >= 0), "null or an integer >= 0"),
+        ("packing", lambda v: v in (True, False, "auto"), "true, false or auto"),
+    )
 
 
 @dataclass

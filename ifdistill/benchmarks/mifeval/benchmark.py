@@ -18,7 +18,6 @@ from ifdistill.benchmarks.mifeval.french import FRENCH
 from ifdistill.benchmarks.mifeval.japanese import JAPANESE
 from ifdistill.benchmarks.mifeval.spanish import SPANISH
 from ifdistill.benchmarks.registry import register
-from ifdistill.config import ConfigError
 
 #: Version of M-IFEval's decisions; bump it whenever any decision could change.
 MIFEVAL_SCORER_VERSION = "mifeval-1"
@@ -57,6 +56,7 @@ class MIFEval(InstructionBenchmark):
         """Refuse at start, not at the first scored row, where the language's tools are not installed."""
         missing = [p for p in self._tools if _version(p) == "missing"]
         if missing:
+            from ifdistill.config import ConfigError  # noqa: PLC0415 - the registration stays free of omegaconf
             raise ConfigError(f"eval.benchmark={self.name} needs {', '.join(missing)}: install the multilingual "
                               f"extra (pip install 'ifdistill[multilingual]'; make setup installs it)")
 

@@ -170,7 +170,8 @@ def test_a_training_config_with_another_benchmarks_section_fails_preflight(overr
 
 def test_each_registration_states_the_sections_of_its_folder():
     """The ``eval`` schema's benchmark sections (``SECTIONS`` of the folders' settings modules) are the ones the
-    registrations state (``settings_sections``, imported), each by the registration of its own folder."""
+    registrations find (:meth:`~ifdistill.benchmarks.base.Benchmark.sections`, no line of their own), each by
+    the registration of its own folder."""
     from ifdistill.evaluator.settings import benchmark_sections
 
     modules = registry.subpackage_modules("settings")
