@@ -29,7 +29,6 @@ from ifdistill.benchmarks.instruction_following.instruction_benchmark import Ins
 from ifdistill.benchmarks.instruction_following.reliability import RELIABILITY_METRICS
 from ifdistill.benchmarks.instruction_following.stats import METRICS
 from ifdistill.benchmarks.ifeval_multiturn import conflicts
-from ifdistill.benchmarks.ifeval_multiturn.settings import SECTIONS
 from ifdistill.benchmarks.registry import register
 from ifdistill.statistics import binomial_stderr
 
@@ -56,7 +55,6 @@ class IFEvalMultiTurn(InstructionBenchmark):
     display = "IFEval multi-turn"
     local_config = "ifeval_multiturn"
     local_data = "ifeval/input_data.jsonl"  # made into conversations with GPT-4's published responses
-    settings_sections = SECTIONS
     metric_names = (*SCORES, *METRICS, *RELIABILITY_METRICS)
     format_prefixes = ("detectable_format", "change_case", "punctuation", "startend", "combination")
     page_columns = (("multi-turn isolation", "isolation_strict_acc"), ("multi-turn persistence", "persistence_strict_acc"))

@@ -27,6 +27,5 @@ class MultiTurnSettings:
         "the conversations it makes: data.rows_sha256 (the responses are their assistant turns)"))
 
 
-#: The sections this benchmark adds to ``eval`` (:func:`ifdistill.evaluator.settings.benchmark_sections`); its
-#: registration states them (``settings_sections``).
+#: The sections this benchmark adds to ``eval`` (found by :meth:`ifdistill.benchmarks.base.Benchmark.sections`).
 SECTIONS = {"multiturn": MultiTurnSettings}
