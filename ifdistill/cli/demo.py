@@ -38,6 +38,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ifdistill.console import LOG_FILE
@@ -51,19 +52,33 @@ from ifdistill.results.runs import results_dir_of
 from ifdistill.runs.rundir import RunDir
 
 
-def _run(argv: list[str], env: dict[str, str], what: str, log: Path | None = None) -> None:
-    """Run one command as a user types it; ``log``: its output is appended there instead of the console."""
+def _run(argv: list[str], env: dict[str, str], what: str, log: Path | None = None,
+         failure_log: Callable[[], Path | None] = lambda: None) -> None:
+    """Run one command as a user types it; ``log``: its output is appended there instead of the console.
+    A command that fails ends the demo with one line naming the step, its exit code and where its output
+    is (``log``, else ``failure_log()``: the log the command itself wrote, if any), and that exit code."""
     print(f"$ {shlex.join(argv)}", flush=True)
     t0 = time.perf_counter()
-    if log is None:
-        subprocess.run(argv, env=env, check=True)
-    else:
+    if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:
             code = subprocess.run(argv, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
-        if code:
-            sys.exit(f"[demo] {what} failed (exit {code}); its output is in {log}")
+    else:
+        code = subprocess.run(argv, env=env).returncode
+    if code:
+        written = log or failure_log()
+        where = f"its output is in {written}" if written else "its error is the line above"
+        print(f"[demo] {what} failed (exit {code}); {where}", file=sys.stderr, flush=True)
+        sys.exit(code)
     print(f"[demo] {what}: {time.perf_counter() - t0:.0f}s" + (f" (output in {log})" if log else ""), flush=True)
+
+
+def newest_run_log(out: Path, experiment: str, since: float) -> Path | None:
+    """The libraries' log of the run of ``experiment`` under ``out`` that training wrote last, if it wrote
+    one after ``since`` (a timestamp); ``None`` when training stopped before it had a run directory."""
+    logs = [log for log in (RunDir(r).logs / LOG_FILE for r in (out / "train" / "runs").glob(f"{experiment}-*"))
+            if log.is_file() and log.stat().st_mtime >= since]
+    return max(logs, key=lambda log: log.stat().st_mtime) if logs else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     pin = ["taskset", "-c", "0"] if two_cores and Path("/usr/bin/taskset").exists() else []
     if pin:
         env["OMP_NUM_THREADS"] = "1"  # the trainer on core 0, the evaluator on core 1
-    started = time.perf_counter()
+    started, launched = time.perf_counter(), time.time()
     train_argv = pin + [str(bin_dir / "ifdistill-train"), f"experiment={preset.experiment}", "callbacks=checkpoint_eval",
                         *preset.eval_args, "logger=wandb", f"paths.output_root={out}",
                         f"trainer.max_steps={steps}", f"eval.generation.max_new_tokens={max_new}",
@@ -176,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"callbacks.checkpoint_eval.engine={args.engine}",
                         *(["+callbacks.checkpoint_eval.devices.cpu_threads_bind='1'"] if two_cores else []),
                         *(["run.verbose=true"] if args.verbose else []), *args.overrides]
-    _run(train_argv, env, "training with in-training evaluations")
+    _run(train_argv, env, "training with in-training evaluations",
+         failure_log=lambda: newest_run_log(out, preset.experiment, launched))
 
     runs = sorted((out / "train" / "runs").glob(f"{preset.experiment}-*"), key=lambda p: p.stat().st_mtime)
     run = RunDir(runs[-1])

@@ -135,7 +135,8 @@ class _Samples:
     """Per-document values, read once per evaluation directory through the one output reader."""
 
     def __init__(self) -> None:
-        self._rows: dict[str, Any] = {}
+        self._rows: dict[str, Any] = {}  # per-prompt decisions
+        self._docs: dict[str, Any] = {}  # samples.jsonl's rows as written
 
     def prompts(self, results_dir: str | None):
         if results_dir is None or not (Path(results_dir) / eval_output.SAMPLES_FILE).is_file():
@@ -147,9 +148,9 @@ class _Samples:
     def documents(self, results_dir: str | None, column: Column) -> dict[str, float] | None:
         if results_dir is None or not (Path(results_dir) / eval_output.SAMPLES_FILE).is_file():
             return None
-        if results_dir not in self._rows:
-            self._rows[results_dir] = list(eval_output.iter_sample_rows(results_dir))
-        return registry.get(column.benchmark).document_values(self._rows[results_dir], column.metric)
+        if results_dir not in self._docs:
+            self._docs[results_dir] = list(eval_output.iter_sample_rows(results_dir))
+        return registry.get(column.benchmark).document_values(self._docs[results_dir], column.metric)
 
     def outcomes(self, results_dir: str | None, column: Column) -> power.Outcomes | None:
         """``{key: (followed, counted)}`` of ``column``'s metric per prompt or document (``(value, 1)``)."""
@@ -166,7 +167,7 @@ def _delta(column: Column, a: dict | None, b: dict | None, samples: _Samples, th
         return {"refused": "missing"}
     if a["mismatch"] or b["mismatch"] or a["eval_config_hash"] != b["eval_config_hash"]:
         return {"refused": "eval config differs"}
-    if registry.get(column.benchmark).prompt_decisions:
+    if registry.get(column.benchmark).is_prompt_decision(column.metric):
         metrics_a = {column.metric: a["value"], f"{column.metric}_stderr": a["se"]}
         metrics_b = {column.metric: b["value"], f"{column.metric}_stderr": b["se"]}
         d = paired.metric_delta(column.metric, metrics_a, samples.prompts(a["results_dir"]), metrics_b,

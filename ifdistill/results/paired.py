@@ -143,6 +143,12 @@ def _document_metric(bench: Benchmark, metric: str, run_metrics: Mapping[str, An
     return {**d, "se_kind": "paired", "within_2se": within_noise(d["delta"], d["se"]), "mde": mde(d["se"])}
 
 
+def _documents(samples: Sequence[PromptResult] | None) -> list[dict[str, Any]] | None:
+    """Per-prompt decisions as the document rows :meth:`~ifdistill.benchmarks.base.Benchmark.document_values`
+    reads (each prompt's own metric values)."""
+    return None if samples is None else [{"key": r.key, "metrics": dict(r.values)} for r in samples]
+
+
 def compare(run_metrics: Mapping[str, Any], run_samples: Sequence[Any] | None,
             ref_metrics: Mapping[str, Any], ref_samples: Sequence[Any] | None, *, benchmark: str | None = None,
             metrics: Sequence[str] | None = None, n_resamples: int = 10000, seed: int = 0,
@@ -172,7 +178,11 @@ def compare(run_metrics: Mapping[str, Any], run_samples: Sequence[Any] | None,
     paired = len(run_al) >= 2
     out.update(paired=paired, n_paired=len(run_al))
     for metric in metrics:
-        result = metric_delta(metric, run_metrics, run_samples, ref_metrics, ref_samples)
+        if bench.is_prompt_decision(metric):
+            result = metric_delta(metric, run_metrics, run_samples, ref_metrics, ref_samples)
+        else:  # a prompt's own value of it (reliable@k, ...), paired by key as documents are
+            result = _document_metric(bench, metric, run_metrics, _documents(run_samples), ref_metrics,
+                                      _documents(ref_samples))
         out["metrics"][metric] = {k: v for k, v in result.items() if k != "n"}
     if paired:
         for mode in MODES:
