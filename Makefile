@@ -6,7 +6,7 @@ WHEELS ?= $(or $(IFDISTILL_WHEELS),.whl)
 # pytest exits 5 when a selection holds no test; that is not a failure of the suite.
 RUN_PYTEST = status=0; $(PYTEST) $(1) || status=$$?; [ $$status -eq 0 ] || [ $$status -eq 5 ]
 
-.PHONY: setup test test-fast test-slow demo miniature bench gpu-check clean-cache clean-teacher-cache
+.PHONY: setup test test-fast test-slow demo miniature bench gpu-check pin-config-hashes clean-cache clean-teacher-cache
 
 setup:  ## create .venv and install ifdistill with the extras this machine needs (idempotent)
 	@bash scripts/setup_env.sh
@@ -31,6 +31,9 @@ bench: setup  ## the benchmarks under bench/ (print ratios against a peer measur
 
 gpu-check:  ## on a lent CUDA machine: install missing wheels from $(WHEELS), pytest -m gpu, bench_gpu (docs/gpu.md)
 	@$(if $(wildcard $(PY)),$(PY),python3) scripts/gpu_check.py --wheels $(WHEELS) $(GPU_CHECK_ARGS)
+
+pin-config-hashes: setup  ## pin the config_hash of each shipped option that has none (PIN_ARGS=--all: re-pin every one; docs/compatibility.md)
+	@$(PY) tests/unit/test_configs.py $(PIN_ARGS)
 
 clean-cache:  ## remove built models (tiny ones and smollm2_135m) and generated data (rebuilt on next use)
 	rm -rf $${IFDISTILL_CACHE:-$$HOME/.cache/ifdistill}

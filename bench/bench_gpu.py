@@ -23,6 +23,16 @@ position ids restarting per example, the boundaries passed to the attention kern
 two sizes per step (``seqs``: 4,096 and 16,384 tokens on GPU; a row that runs out of GPU memory is
 retried with gradient checkpointing and says so).
 
+How the step runs: ``kernels`` of ``conf/train.yaml`` at its defaults (``auto``: compiled decoder layers and
+objective on CUDA, Liger's kernels where liger-kernel imports; :mod:`ifdistill.train.kernels`); each row's
+``kernels`` says what ran. ``--levers`` adds, at the first row length, each lever alone (``_eager``: neither
+compile nor Liger, the step before them; ``_compiled``; ``_liger``), measured before any row with Liger
+(Liger patches transformers' classes for the rest of the process).
+
+The peer in the same run: TRL's ``SFTTrainer`` (:func:`measure_trl_sft`, the ``bench`` extra) on the same model
+files, examples, rows, attention kernel and precision, its padding-free collator and Liger where installed;
+``ifdistill/TRL tokens/s`` per kind and row length. Issue 56's goal: >= 1.2x on every row.
+
 MFU = model FLOPs per second / peak dense bf16 FLOP/s of the device. Model FLOPs of one step (PaLM,
 Chowdhery et al. 2022, appendix B, with the causal attention halved):
 
@@ -239,11 +249,9 @@ def data_cfg(model: Mapping[str, Any], n: int, k: Optional[int] = None):
     return DataConfig.resolve(data, icl=None if k is None else {"k": k, "demos": "shared"}, model=model)
 
 
-def packed_rows(items: list[Mapping[str, Any]], row_tokens: int, pad_id: int, count: int) -> list[dict]:
-    """``count`` packed batches of one row each, filled with consecutive examples up to ``row_tokens``."""
-    from ifdistill.data.collate import PackCollator
-
-    collate, rows, i = PackCollator(pad_id, max_row_tokens=row_tokens), [], 0
+def row_groups(items: list[Mapping[str, Any]], row_tokens: int, count: int) -> list[list[Mapping[str, Any]]]:
+    """``count`` groups of consecutive examples, each filling one row of up to ``row_tokens`` tokens."""
+    groups, i = [], 0
     for _ in range(count):
         chosen, used = [], 0
         while len(items[i % len(items)]["input_ids"]) + used <= row_tokens:
@@ -252,8 +260,16 @@ def packed_rows(items: list[Mapping[str, Any]], row_tokens: int, pad_id: int, co
             i += 1
         if not chosen:
             raise ValueError(f"an example is longer than the row ({row_tokens} tokens)")
-        rows.append(collate(chosen))
-    return rows
+        groups.append(chosen)
+    return groups
+
+
+def packed_rows(items: list[Mapping[str, Any]], row_tokens: int, pad_id: int, count: int) -> list[dict]:
+    """``count`` packed batches of one row each, filled with consecutive examples up to ``row_tokens``."""
+    from ifdistill.data.collate import PackCollator
+
+    collate = PackCollator(pad_id, max_row_tokens=row_tokens)
+    return [collate(group) for group in row_groups(items, row_tokens, count)]
 
 
 def batches_from(dm, count: int) -> list[dict]:
@@ -288,7 +304,7 @@ def _is_oom(err: BaseException) -> bool:
 
 def measure_sft(model_dir: Path, device: str, *, peft: Mapping[str, Any], dtype: str, precision: str, seq: int,
                 warmup: int, steps: int, peak_flops: Optional[float], gradient_checkpointing: bool = False,
-                attn_implementation: Optional[str] = None) -> dict[str, Any]:
+                attn_implementation: Optional[str] = None, kernels: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
     """SFT on packed rows of ``seq`` tokens: tokens/s, MFU (6N and 4N), the profiled split, peak memory.
     Out of GPU memory without gradient checkpointing: measured again with it (``gradient_checkpointing``)."""
     import torch
@@ -296,35 +312,31 @@ def measure_sft(model_dir: Path, device: str, *, peft: Mapping[str, Any], dtype:
     try:
         return _measure_sft(model_dir, device, peft=peft, dtype=dtype, precision=precision, seq=seq, warmup=warmup,
                             steps=steps, peak_flops=peak_flops, gradient_checkpointing=gradient_checkpointing,
-                            attn_implementation=attn_implementation)
+                            attn_implementation=attn_implementation, kernels=kernels)
     except RuntimeError as err:
         if gradient_checkpointing or not _is_oom(err):
             raise
     torch.cuda.empty_cache()
     return _measure_sft(model_dir, device, peft=peft, dtype=dtype, precision=precision, seq=seq, warmup=warmup,
                         steps=steps, peak_flops=peak_flops, gradient_checkpointing=True,
-                        attn_implementation=attn_implementation)
+                        attn_implementation=attn_implementation, kernels=kernels)
 
 
 def _measure_sft(model_dir: Path, device: str, *, peft: Mapping[str, Any], dtype: str, precision: str, seq: int,
                  warmup: int, steps: int, peak_flops: Optional[float], gradient_checkpointing: bool,
-                 attn_implementation: Optional[str]) -> dict[str, Any]:
+                 attn_implementation: Optional[str], kernels: Optional[Mapping[str, Any]]) -> dict[str, Any]:
     import torch
-    from transformers import AutoTokenizer
 
-    from ifdistill.data.build import build_train_dataset
     from ifdistill.train.modeling import base_causal_lm
     from ifdistill.methods.sft.module import SFTModule
 
     model = model_cfg(model_dir, dtype)
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    items = [it for it in build_train_dataset(data_cfg(model, n=max(64, 4 * seq // 100)), tok).train.items
-             if len(it["input_ids"]) <= seq]
-    batches = packed_rows(items, seq, tok.pad_token_id, warmup + steps + 1)  # + 1: the profiled step
+    batches = packed_rows(*sft_items(model_dir, model, seq), warmup + steps + 1)  # + 1: the profiled step
     _reset_peak(device)
     torch.manual_seed(0)
     inputs = TrainingInputs(model, peft, gradient_checkpointing=gradient_checkpointing,
-                            attn_implementation=attn_implementation, logit_chunk_size=production_chunk_size())
+                            attn_implementation=attn_implementation, logit_chunk_size=production_chunk_size(),
+                            kernels=kernels)
     module = place(SFTModule(inputs), device).train()
     variants = {"sft": (module, batches)}
     timing = time_interleaved(variants, device, precision, warmup, steps)["sft"]
@@ -339,10 +351,118 @@ def _measure_sft(model_dir: Path, device: str, *, peft: Mapping[str, Any], dtype
            "mfu": mfu[own], "mfu_6n": mfu[6], "mfu_4n": mfu[4], "profile": prof,
            "attn_implementation": base_causal_lm(module.model).config._attn_implementation,
            "logit_chunk_size": module.logit_chunk_size, "gradient_checkpointing": gradient_checkpointing,
+           "kernels": kernels_used(module),
            "peak_mem_gib": _peak_gib(device), "loss_first": timing["loss_first"], "loss_last": timing["loss_last"],
            "steps": steps, "params": sum(p.numel() for p in module.parameters()),
            "trainable_params": sum(p.numel() for p in module.parameters() if p.requires_grad)}
     del module
+    return out
+
+
+def sft_items(model_dir: Path, model: Mapping[str, Any], seq: int) -> tuple[list[Mapping[str, Any]], int, int]:
+    """``(items, seq, pad id)``: the synthetic set's examples that fit a row of ``seq`` tokens (the arguments of
+    :func:`packed_rows` and, for TRL, :func:`row_groups`)."""
+    from transformers import AutoTokenizer
+
+    from ifdistill.data.build import build_train_dataset
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    items = [it for it in build_train_dataset(data_cfg(model, n=max(64, 4 * seq // 100)), tok).train.items
+             if len(it["input_ids"]) <= seq]
+    return items, seq, tok.pad_token_id
+
+
+def kernels_used(module) -> dict[str, Any]:
+    """What ran of ``kernels`` (:mod:`ifdistill.train.kernels`): compiled layers, compiled objective, Liger."""
+    from ifdistill.train import kernels
+    from ifdistill.train.modeling import decoder_layers
+
+    cuda = module.device.type == "cuda"
+    compiled = kernels.compiled_layers(decoder_layers(module.model))
+    runs = bool(compiled) and (cuda or not all(layer.forward.cuda_only for layer in compiled))
+    return {"compiled_layers": len(compiled) if runs else 0,
+            "compile_loss": module.compile_loss is True or (module.compile_loss == kernels.AUTO and cuda),
+            "liger": kernels.liger_in(module.model), "backend": module.compile_options["backend"]}
+
+
+def trl_available() -> Optional[str]:
+    """TRL's version, or ``None`` where it does not import (the ``bench`` extra)."""
+    try:
+        import trl
+    except ImportError:
+        return None
+    return str(trl.__version__)
+
+
+def measure_trl_sft(model_dir: Path, device: str, *, peft: Mapping[str, Any], dtype: str, precision: str, seq: int,
+                    warmup: int, steps: int, peak_flops: Optional[float], attn_implementation: Optional[str]
+                    ) -> dict[str, Any]:
+    """TRL's ``SFTTrainer`` on what :func:`measure_sft` trains: the same model files, weights' dtypes (LoRA: the
+    base in ``dtype``, float32 adapters; full: float32 master weights), attention kernel, examples and rows
+    (TRL's padding-free collator on the same groups of examples: one flattened row, position ids and
+    ``cu_seq_lens``), completion-only labels, LoRA r/alpha/targets, bf16 autocast, AdamW, clipping at 1.0;
+    Liger's kernels on (``use_liger_kernel``) where liger-kernel imports on CUDA. One step is TRL's
+    ``training_step`` (its fused LM head, entropy and accuracy metrics, accelerate's backward), clipping and the
+    trainer's own optimizer."""
+    import os
+
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM
+    from trl import SFTConfig, SFTTrainer
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+    from ifdistill.train import kernels
+    from ifdistill.train.packed_attention import resolve_attn_implementation
+
+    items, seq, pad = sft_items(model_dir, model_cfg(model_dir, dtype), seq)
+    groups = row_groups(items, seq, warmup + steps)
+    rows = [[{"input_ids": it["input_ids"].tolist(),
+              "labels": [int(t) if m else -100 for t, m in zip(it["input_ids"], it["loss_mask"])]} for it in g]
+            for g in groups]
+    collate = DataCollatorForLanguageModeling(pad_token_id=pad, padding_free=True)
+    batches = [to_device(collate(r), device) for r in rows]
+    full = peft["method"] == "none"
+    _reset_peak(device)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32 if full else getattr(torch, dtype),
+                                                 attn_implementation=resolve_attn_implementation(attn_implementation))
+    liger = torch.device(device).type == "cuda" and kernels.liger_installed()
+    cpu = torch.device(device).type == "cpu"
+    args = SFTConfig(output_dir=os.environ.get("BENCH_TMP", tempfile.gettempdir() + "/bench-gpu-trl"),
+                     per_device_train_batch_size=8, learning_rate=1e-5, lr_scheduler_type="constant", max_length=None,
+                     logging_steps=10**6, save_strategy="no", report_to=[], bf16=precision == "bf16-mixed",
+                     fp16=False, gradient_checkpointing=False, packing=False, padding_free=True,
+                     completion_only_loss=True, use_cpu=cpu, seed=0, dataset_num_proc=None, max_grad_norm=1.0,
+                     use_liger_kernel=liger)
+    lora = None if full else LoraConfig(r=int(peft["r"]), lora_alpha=int(peft["alpha"]),
+                                        lora_dropout=float(peft["dropout"]), task_type="CAUSAL_LM",
+                                        target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                                        "up_proj", "down_proj"])
+    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows[0]), peft_config=lora)
+    trainer.create_optimizer()
+    trainer.current_gradient_accumulation_steps = 1  # set by Trainer's own loop, which is not running
+    params = [p for p in trainer.model.parameters() if p.requires_grad]
+    times, losses = [], []
+    for i in range(warmup + steps):
+        _sync(device)
+        t0 = time.perf_counter()
+        loss = trainer.training_step(trainer.model, dict(batches[i]))
+        trainer.accelerator.clip_grad_norm_(params, 1.0)
+        trainer.optimizer.step()
+        trainer.optimizer.zero_grad(set_to_none=True)
+        losses.append(float(loss))
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    step_s = statistics.median(times[warmup:])
+    tokens = statistics.median(int(b["input_ids"].shape[1]) for b in batches[warmup:])
+    out = {"tokens_per_step": tokens, "step_s": step_s, "tokens_per_s": tokens / step_s, "trl": trl_available(),
+           "liger": liger, "optimizer": type(trainer.optimizer.optimizer if hasattr(trainer.optimizer, "optimizer")
+                                             else trainer.optimizer).__name__,
+           "attn_implementation": model.config._attn_implementation, "peak_mem_gib": _peak_gib(device),
+           "loss_first": losses[0], "loss_last": losses[-1], "steps": steps}
+    del trainer, model
     return out
 
 
@@ -400,11 +520,21 @@ def measure_generation(model_dir: Path, device: str, *, dtype: str, prompts: Opt
 # -- the whole benchmark -------------------------------------------------------------------------------
 GPU_SETTINGS = {"seqs": [4096, 16384], "warmup": 2, "steps": 8, "distill_micro_batch": 8, "k": 4, "prompts": None,
                 "max_new_tokens": 256, "gen_batch_size": 64, "dtype": "bfloat16", "precision": "bf16-mixed",
-                "attn_implementation": "auto"}
-# one torch thread: at these sizes a step is per-op overhead, and on a shared CPU more threads contend
+                "attn_implementation": "auto", "levers": False, "lever_kinds": ["lora", "full"], "trl": True,
+                "trl_seqs": None, "compile_backend": "inductor"}
+# one torch thread: at these sizes a step is per-op overhead, and on a shared CPU more threads contend; the levers'
+# compiled rows through aot_eager (the traced graphs without code generation: seconds, not minutes, on 2 cores);
+# levers for LoRA and TRL at the first row length only (each row is seconds of CI)
 SMOKE_SETTINGS = {"seqs": [256, 512], "warmup": 1, "steps": 1, "distill_micro_batch": 2, "k": 4, "prompts": 4,
                   "max_new_tokens": 8, "gen_batch_size": 4, "dtype": "bfloat16", "precision": "bf16-mixed", "threads": 1,
-                  "attn_implementation": "packed_sdpa"}
+                  "attn_implementation": "packed_sdpa", "levers": True, "lever_kinds": ["lora"], "trl": True,
+                  "trl_seqs": 1, "compile_backend": "aot_eager"}
+#: The levers of ``kernels`` one at a time (``--levers``, at the first row length): each against the others and
+#: the default rows (``auto``: everything that applies on the device). Liger patches transformers' classes for
+#: the rest of the process, so the rows without it run first.
+LEVERS = {"eager": {"compile": False, "compile_loss": False, "liger": False},
+          "compiled": {"compile": True, "compile_loss": True, "liger": False},
+          "liger": {"compile": False, "compile_loss": False, "liger": True}}
 
 
 def sft_label(kind: str, seq: int) -> str:
@@ -413,15 +543,17 @@ def sft_label(kind: str, seq: int) -> str:
 
 
 def run_benchmark(*, smoke: bool, device: str, models_root: Path, only: Iterable[str] = (), generation: bool = True,
-                  json_path: Optional[Path] = None) -> dict[str, Any]:
-    """Every measurement for every shape; returns ``{"settings", "device", "rows", "ratios"}``.
+                  json_path: Optional[Path] = None, distill: bool = True,
+                  overrides: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """Every measurement for every shape; returns ``{"settings", "device", "rows", "ratios"}``. ``overrides``
+    replace entries of the settings (``seqs``, ``levers``, ``trl``).
 
     With ``json_path`` the result so far is written there after every row (``"complete": false`` until the
     last), so a run stopped at a time limit still leaves what it measured."""
     import torch
 
     shapes = SMOKE_SHAPES if smoke else SHAPES
-    settings = dict(SMOKE_SETTINGS if smoke else GPU_SETTINGS)
+    settings = {**(SMOKE_SETTINGS if smoke else GPU_SETTINGS), **(overrides or {})}
     if settings.get("threads"):
         torch.set_num_threads(settings["threads"])
     name = torch.cuda.get_device_name(device) if torch.device(device).type == "cuda" else "cpu"
@@ -435,30 +567,61 @@ def run_benchmark(*, smoke: bool, device: str, models_root: Path, only: Iterable
         if json_path is not None:
             Path(json_path).write_text(json.dumps(out, indent=2) + "\n")
 
+    import torch._dynamo
+
+    from ifdistill.train import kernels
+
+    # several models and variants in one process: more graphs of the decoder layer's code than one training run makes
+    torch._dynamo.config.recompile_limit = max(64, torch._dynamo.config.recompile_limit)
+    trl = trl_available() if settings["trl"] else None
+    out["trl"] = trl or "not installed (pip install 'ifdistill[bench]'): no TRL rows"
+    cuda = torch.device(device).type == "cuda"
+    levers = {k: v for k, v in LEVERS.items() if k != "liger" or (cuda and kernels.liger_installed())}
+    backend = {"compile_backend": settings["compile_backend"]}
+
+    def sft_row(model_name: str, label: str, measure, **kwargs) -> dict[str, Any]:
+        r = measure(**kwargs)
+        rows.append({"model": model_name, "measurement": label, **r})
+        print(f"[bench] {model_name} {label}: {r['tokens_per_s']:.0f} tok/s", flush=True)
+        save()
+        torch.cuda.empty_cache() if torch.cuda.is_available() else None
+        return r
+
     for model_name, shape in shapes.items():
         if only and model_name not in only:
             continue
         t0 = time.perf_counter()
         model_dir = build_model_dir(model_name, shape, models_root)
         print(f"[bench] {model_name}: model at {model_dir} ({time.perf_counter() - t0:.0f} s)", flush=True)
-        common = dict(dtype=settings["dtype"], precision=settings["precision"], warmup=settings["warmup"],
-                      steps=settings["steps"], peak_flops=peak, attn_implementation=settings["attn_implementation"])
-        for seq in settings["seqs"]:
+        common = dict(model_dir=model_dir, device=device, dtype=settings["dtype"], precision=settings["precision"],
+                      warmup=settings["warmup"], steps=settings["steps"], peak_flops=peak,
+                      attn_implementation=settings["attn_implementation"])
+        if settings["levers"]:
+            seq = settings["seqs"][0]
             for kind, peft in (("lora", LORA), ("full", FULL)):
-                label = sft_label(kind, seq)
-                r = measure_sft(model_dir, device, peft=peft, seq=seq, **common)
-                rows.append({"model": model_name, "measurement": label, **r})
-                print(f"[bench] {model_name} {label}: {r['tokens_per_s']:.0f} tok/s", flush=True)
-                save()
-                torch.cuda.empty_cache() if torch.cuda.is_available() else None
-            lora, full = rows[-2], rows[-1]
-            ratios[f"{model_name} lora/full tokens/s at {seq}"] = lora["tokens_per_s"] / full["tokens_per_s"]
-        d = measure_distill_ratio(model_dir, device, dtype=settings["dtype"], precision=settings["precision"], micro_batch=settings["distill_micro_batch"],
-                                  k=settings["k"], warmup=settings["warmup"], steps=settings["steps"])
-        rows.append({"model": model_name, "measurement": f"distill_k{settings['k']}_shared_vs_sft_lora_padded", **d})
-        ratios[f"{model_name} distill_k{settings['k']}_shared/sft step"] = d["ratio"]
-        print(f"[bench] {model_name} distillation/SFT step: {d['ratio']:.2f}x", flush=True)
-        save()
+                if kind not in settings["lever_kinds"]:
+                    continue
+                for lever, ks in levers.items():
+                    sft_row(model_name, f"{sft_label(kind, seq)}_{lever}", measure_sft, peft=peft, seq=seq,
+                            kernels={**ks, **backend}, **common)
+        for i, seq in enumerate(settings["seqs"]):
+            ours = {kind: sft_row(model_name, sft_label(kind, seq), measure_sft, peft=peft, seq=seq,
+                                  kernels=backend, **common) for kind, peft in (("lora", LORA), ("full", FULL))}
+            ratios[f"{model_name} lora/full tokens/s at {seq}"] = ours["lora"]["tokens_per_s"] / ours["full"]["tokens_per_s"]
+            if trl is None or (settings["trl_seqs"] is not None and i >= settings["trl_seqs"]):
+                continue
+            for kind, peft in (("lora", LORA), ("full", FULL)):
+                theirs = sft_row(model_name, f"trl_{sft_label(kind, seq)}", measure_trl_sft, peft=peft, seq=seq, **common)
+                ratios[f"{model_name} ifdistill/TRL tokens/s, {kind} at {seq}"] = (
+                    ours[kind]["tokens_per_s"] / theirs["tokens_per_s"])
+        if distill:
+            d = measure_distill_ratio(model_dir, device, dtype=settings["dtype"], precision=settings["precision"],
+                                      micro_batch=settings["distill_micro_batch"], k=settings["k"],
+                                      warmup=settings["warmup"], steps=settings["steps"])
+            rows.append({"model": model_name, "measurement": f"distill_k{settings['k']}_shared_vs_sft_lora_padded", **d})
+            ratios[f"{model_name} distill_k{settings['k']}_shared/sft step"] = d["ratio"]
+            print(f"[bench] {model_name} distillation/SFT step: {d['ratio']:.2f}x", flush=True)
+            save()
         if not generation:
             continue
         g = measure_generation(model_dir, device, dtype=settings["dtype"], prompts=settings["prompts"],
@@ -478,15 +641,26 @@ def table(rows: list[dict[str, Any]]) -> str:
     def f(v, fmt):
         return "-" if v is None else format(v, fmt)
 
-    lines = ["| model | measurement | tokens/s | step s | MFU 6N | MFU 4N | busy | ratio | time s | peak GiB |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | measurement | kernels | tokens/s | step s | MFU 6N | MFU 4N | busy | ratio | time s | peak GiB |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         busy = (r.get("profile") or {}).get("device_busy_share")
-        lines.append(f"| {r['model']} | {r['measurement']} | {f(r.get('tokens_per_s'), '.0f')} | "
+        lines.append(f"| {r['model']} | {r['measurement']} | {kernels_label(r)} | {f(r.get('tokens_per_s'), '.0f')} | "
                      f"{f(r.get('step_s', r.get('distill_step_s')), '.4f')} | {f(r.get('mfu_6n'), '.3f')} | "
                      f"{f(r.get('mfu_4n'), '.3f')} | {f(busy, '.2f')} | "
                      f"{f(r.get('ratio'), '.2f')} | {f(r.get('generate_s'), '.2f')} | {f(r.get('peak_mem_gib'), '.2f')} |")
     return "\n".join(lines)
+
+
+def kernels_label(row: Mapping[str, Any]) -> str:
+    """How a row's step ran: ``eager`` or ``compiled`` (ifdistill; ``TRL`` for TRL's), ``+ liger``; ``-`` for
+    rows that are not training steps."""
+    if "trl" in row:
+        return "TRL" + (" + liger" if row.get("liger") else "")
+    k = row.get("kernels")
+    if not k:
+        return "-"
+    return ("compiled" if k["compiled_layers"] else "eager") + (" + liger" if k["liger"] else "")
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -498,6 +672,11 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--models-root", default=None, help="where the random-init models are built (default: cache)")
     ap.add_argument("--only", nargs="*", default=(), help="model names to run (default: all)")
     ap.add_argument("--no-generation", action="store_true", help="leave out the HF backend's generation rows")
+    ap.add_argument("--no-distill", action="store_true", help="leave out the distillation/SFT step ratio")
+    ap.add_argument("--levers", action="store_true", default=None,
+                    help="also each kernels lever alone at the first row length (eager, compiled, liger)")
+    ap.add_argument("--no-trl", action="store_true", help="leave out TRL's rows")
+    ap.add_argument("--seqs", type=int, nargs="+", default=None, help="tokens per packed row (default 4096 16384)")
     ap.add_argument("--json", default=None, help="written after every row, complete or not (see run_benchmark)")
     args = ap.parse_args(argv)
     import torch
@@ -507,8 +686,11 @@ def main(argv: Optional[list[str]] = None) -> None:
         args.cpu_smoke = True
     device = args.device or ("cpu" if args.cpu_smoke else "cuda")
     root = Path(args.models_root) if args.models_root else cache_dir() / "bench-gpu-models"
+    overrides = {k: v for k, v in (("seqs", args.seqs), ("levers", args.levers), ("trl", False if args.no_trl else None))
+                 if v is not None}
     out = run_benchmark(smoke=args.cpu_smoke, device=device, models_root=root, only=args.only,
-                        generation=not args.no_generation, json_path=Path(args.json) if args.json else None)
+                        generation=not args.no_generation, json_path=Path(args.json) if args.json else None,
+                        distill=not args.no_distill, overrides=overrides)
     print(table(out["rows"]))
 
 

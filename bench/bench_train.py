@@ -21,8 +21,7 @@ run interleaved step by step in one process (same batches, same moment), each ra
 a repeat, and the median over repeats is reported. ``--full-loop`` additionally times whole training
 loops (Lightning vs HF Trainer, one process each; noisier). Tokens are real (non-padding) tokens.
 
-TRL is needed only here and is never installed into the project's environment:
-    pip install --target /tmp/trl-site --no-deps trl      # then: --trl-path /tmp/trl-site
+TRL is the ``bench`` extra (``make setup`` installs it); ``--trl-path`` adds a folder holding another copy.
 """
 
 from __future__ import annotations
@@ -415,7 +414,7 @@ def main() -> None:
                             capture_output=True).returncode == 0
     if not trl_ok:
         print(f"TRL is not importable from {args.trl_path}: the TRL comparison is skipped "
-              "(pip install --target /tmp/trl-site --no-deps trl)")
+              "(pip install 'ifdistill[bench]')")
         specs = {k: v for k, v in specs.items() if v["kind"] not in ("trl", "sft_vs_trl")}
 
     results: dict[str, list[dict]] = {name: [] for name in specs}

@@ -5,8 +5,8 @@ Importing it registers what the YAML files use, so Hydra apps and tests that com
 sections as Hydra's ``schema/<section>`` configs (:func:`ifdistill.config.store_schemas`), which those
 sections' YAML extends, and the settings of the ``_target_`` nodes that have a dataclass of their own
 (:func:`ifdistill.config.store_target_schema`: the checkpoint-eval callback, the SLURM runner, the
-distillation methods, the training strategies). Each of
-these modules imports nothing heavy.
+training strategies, and every method, found by its folder: :func:`ifdistill.methods.store_settings_schemas`).
+None of it imports anything heavy.
 """
 
 import ifdistill.config  # noqa: F401  (resolvers; the model and paths schemas)
@@ -15,6 +15,7 @@ import ifdistill.evaluator.settings  # noqa: F401  (the eval schema)
 import ifdistill.train.schemas  # noqa: F401  (the run, optim, datamodule and peft schemas)
 import ifdistill.callbacks.checkpoint_eval_settings  # noqa: F401  (schema/checkpoint_eval)
 import ifdistill.launchers.slurm_eval  # noqa: F401  (schema/slurm_runner)
-import ifdistill.methods.distill.settings  # noqa: F401  (schema/method_distill)
-import ifdistill.methods.onpolicy_distill.settings  # noqa: F401  (schema/method_onpolicy_distill)
 import ifdistill.train.strategy_settings  # noqa: F401  (schema/zero2, zero3, fsdp2)
+from ifdistill.methods import store_settings_schemas
+
+store_settings_schemas()  # schema/method_<folder> of each folder of ifdistill/methods/ that is a method

@@ -28,10 +28,15 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def one_line(err: BaseException) -> str:
-    """An error as one line: its first line, and the key OmegaConf names on a later one (``full_key: ...``)."""
+    """An error as one line: its first line, and the key OmegaConf names on a later one (``full_key: ...``);
+    for a config group option that does not exist (``method=sftt``), the options that do (Hydra lists them
+    on later lines), shared bases (``_base``) left out."""
     lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
     key = next((line.removeprefix("full_key:").strip() for line in lines[1:] if line.startswith("full_key:")), "")
     text = (lines[0] if lines else type(err).__name__) + (f" (key {key})" if key and key not in lines[0] else "")
+    options = [str(o) for o in getattr(err, "options", None) or () if not str(o).startswith("_")]
+    if options:
+        text += f" (known: {', '.join(sorted(options))})"
     cause = err.__cause__
     return f"{text.rstrip('.')}: {one_line(cause)}" if cause is not None and str(cause).strip() else text
 

@@ -10,9 +10,10 @@ uses are registered through :func:`register_resolvers`, each by the module that 
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from dataclasses import dataclass
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -108,11 +109,21 @@ def store_target_schema(name: str, schema: type, *, targets: tuple[str, ...] = (
     ConfigStore.instance().store(group="schema", name=name, node=node)
 
 
+class SettingsError(ValueError):
+    """A settings dataclass refuses its values: :attr:`problems`, one line each starting with its key (a range,
+    a choice, a combination of its own fields). Its ``__post_init__`` raises it, so an object with such values
+    never exists; preflight reports every line (:func:`settings_problems`)."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("; ".join(problems))
+        self.problems = list(problems)
+
+
 def settings_problems(node: Mapping[str, Any], where: str, schema: Optional[type] = None) -> list[str]:
-    """A ``_target_`` node's values that its settings dataclass refuses (a range, a choice), as one line
-    ``<where>.<message>``; the dataclass's own ``__post_init__`` says what is wrong, starting with the key.
-    ``schema``: the dataclass (a method's settings class); by default the one registered for the node's
-    target (:data:`TARGET_SETTINGS`), and none for a target without one."""
+    """A ``_target_`` node's values that its settings dataclass refuses, one line each ``<where>.<message>``;
+    the dataclass's own ``__post_init__`` says what is wrong, starting with the key (every problem where it
+    raises :class:`SettingsError`). ``schema``: the dataclass (a method's settings class); by default the one
+    registered for the node's target (:data:`TARGET_SETTINGS`), and none for a target without one."""
     schema = schema or TARGET_SETTINGS.get(str(node.get("_target_")))
     if schema is None:
         return []
@@ -120,8 +131,28 @@ def settings_problems(node: Mapping[str, Any], where: str, schema: Optional[type
     try:
         schema(**{k: v for k, v in node.items() if k in names})
     except (TypeError, ValueError) as err:
-        return [f"{where}.{err}"]
+        return [f"{where}.{problem}" for problem in getattr(err, "problems", None) or [str(err)]]
     return []
+
+
+#: ``(key, ok(value), what it must be)``: one range check of a plain-data section, held by the section's
+#: dataclass as its ``ranges`` (``OptimSchema.ranges``); preflight applies them to the composed tree.
+Range = tuple[str, Callable[[Any], bool], str]
+
+
+def is_int(v: Any) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def is_num(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def range_problems(section: Mapping[str, Any], ranges: tuple[Range, ...], where: str) -> list[str]:
+    """``<where>.<key>=<value> must be <what>`` for each key of a plain ``section`` outside its range; a key the
+    section does not hold is not checked."""
+    return [f"{where}.{key}={section[key]!r} must be {what}" for key, ok, what in ranges
+            if key in section and not ok(section[key])]
 
 
 def check_schema(schema: type, node: Any, where: str, *, resolve: bool = False, as_object: bool = False) -> Any:

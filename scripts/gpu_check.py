@@ -7,9 +7,10 @@ benchmark, print one table and write it as JSON.
 
 Steps (docs/gpu.md):
 
-1. *install* (not with ``--cpu-smoke`` / ``--no-install``): every requirement the GPU tests import
-   (ifdistill's runtime pins from pyproject.toml without torch, DeepSpeed from the ``gpu`` extra, pytest and
-   pytest-timeout from ``dev``; not vLLM, whose CUDA build is too large to bring) is checked against the
+1. *install* (not with ``--cpu-smoke`` / ``--no-install``): every requirement the GPU tests and the benchmark
+   import (ifdistill's runtime pins from pyproject.toml without torch, DeepSpeed and liger-kernel from the ``gpu``
+   extra, pytest and pytest-timeout from ``dev``, TRL from ``bench``; not vLLM, whose CUDA build is too large to
+   bring) is checked against the
    installed distributions. What is missing or at another version is installed with
    ``pip install --no-index --find-links <wheels>`` from ``--wheels`` (default ``$IFDISTILL_WHEELS`` or
    ``.whl/``; every sub-folder is a find-links too, so the folder can arrive in parts of < 64 MiB). A
@@ -32,6 +33,7 @@ import datetime as dt
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -42,9 +44,13 @@ from typing import Any, Optional
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-# pyproject pins the GPU tests need besides what a lent GPU machine has; vLLM cannot be brought (> 64 MiB)
-EXTRA_PINS = {"gpu": ("deepspeed",), "dev": ("pytest", "pytest-timeout")}
+# pyproject pins the GPU tests and the benchmark need besides what a lent GPU machine has (TRL: the peer of the
+# benchmark's rows; liger-kernel: kernels.liger); vLLM cannot be brought (> 64 MiB)
+EXTRA_PINS = {"gpu": ("deepspeed", "liger-kernel"), "dev": ("pytest", "pytest-timeout"), "bench": ("trl",)}
 NOT_BROUGHT = ("torch",)  # the machine's own CUDA build stays
+# brought as pinned even where this environment lacks them (a CPU set-up has no gpu extra): what they need, the GPU
+# machine has
+PIN_ONLY = {"liger-kernel": "needs only torch and triton"}
 SHARED_FILES = ("qwen3_tokenizer/tokenizer.json", "ifeval/input_data.jsonl", "nltk_data/tokenizers/punkt_tab/english")
 
 
@@ -102,6 +108,9 @@ def closure(reqs: list[str]) -> list[str]:
         try:
             dist = distribution(req.name)
         except PackageNotFoundError:
+            if key in PIN_ONLY and str(req.specifier).startswith("=="):
+                seen.setdefault(key, str(req))
+                continue
             raise SystemExit(f"{req.name} is needed but not installed here: run --print-requirements --closure "
                              "in the project's set-up environment (make setup)") from None
         seen.setdefault(key, f"{dist.metadata['Name']}=={dist.version}")
@@ -305,11 +314,13 @@ def run_tests(env: dict[str, str], out: Path, timeout: float) -> dict[str, Any]:
     return result
 
 
-def run_bench(env: dict[str, str], out: Path, smoke: bool, only: list[str], timeout: float) -> dict[str, Any]:
+def run_bench(env: dict[str, str], out: Path, smoke: bool, only: list[str], timeout: float,
+              extra: tuple[str, ...] = ()) -> dict[str, Any]:
     path = out.with_suffix(".bench.json")
     argv = [sys.executable, str(ROOT / "bench" / "bench_gpu.py"), "--json", str(path), *(["--cpu-smoke"] if smoke else [])]
     if only:
         argv += ["--only", *only]
+    argv += list(extra)
     t0 = time.perf_counter()
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0 or not path.is_file():
@@ -347,6 +358,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--skip-bench", action="store_true")
     ap.add_argument("--only", nargs="*", default=[], help="benchmark only these models (e.g. Qwen2.5-0.5B)")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per step (tests, benchmark)")
+    ap.add_argument("--bench-args", default="", help="more arguments of bench/bench_gpu.py, e.g. "
+                    "'--levers --seqs 4096 --no-distill --no-generation' (its --help)")
     ap.add_argument("--print-requirements", action="store_true", help="print the pins to bring, one a line, and exit")
     ap.add_argument("--closure", action="store_true",
                     help="with --print-requirements: every distribution they need, name==version as installed here")
@@ -383,7 +396,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     report["tests"] = {"skipped_step": True} if args.skip_tests else run_tests(env, out, args.timeout)
     report["bench"] = {"skipped_step": True, "rows": [], "ratios": {}} if args.skip_bench else \
-        run_bench(env, out, args.cpu_smoke, args.only, args.timeout)
+        run_bench(env, out, args.cpu_smoke, args.only, args.timeout, tuple(shlex.split(args.bench_args)))
     tests, bench = report["tests"], report["bench"]
     report["ok"] = (tests.get("skipped_step") or (tests["failed"] == tests["errors"] == 0 and tests["exit_code"] in (0, 5))) \
         and "error" not in bench

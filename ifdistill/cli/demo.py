@@ -18,8 +18,10 @@ Two presets (``--model``):
    row: it must equal the in-training evaluation of the same step);
 3. the run directory, the W&B offline run's path and PNG curves (``ifdistill-report``), then a table:
    every evaluated step with the headline metrics and their standard errors, the paired difference of
-   each row from the base (step 0) and the results page's verdict (:mod:`ifdistill.results.page`: a
-   gain in prompt strict beyond 2 standard errors with no other column down beyond 2 is ``wins``),
+   each row from the base (step 0, per prompt from the two samples.jsonl files), its minimum detectable
+   effect at 80 % power (MDE, :mod:`ifdistill.results.power`) and the results page's verdict
+   (:mod:`ifdistill.results.page`: a gain in prompt strict beyond 2 standard errors with no other column
+   down beyond 2 is ``wins``; without a gain, ``underpowered`` when the MDE exceeds 5 points),
    and the line saying whether the in-training and the post-training evaluation share their
    ``eval_config_hash``: the last lines on the console.
 
@@ -36,6 +38,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ifdistill.console import LOG_FILE
@@ -45,22 +48,37 @@ from ifdistill.benchmarks.registry import of_results
 from ifdistill.evaluator.output import read_results_json, read_samples
 from ifdistill.paths import REPO_ROOT
 from ifdistill.results import paired, run_metrics
+from ifdistill.results.runs import results_dir_of
 from ifdistill.runs.rundir import RunDir
 
 
-def _run(argv: list[str], env: dict[str, str], what: str, log: Path | None = None) -> None:
-    """Run one command as a user types it; ``log``: its output is appended there instead of the console."""
+def _run(argv: list[str], env: dict[str, str], what: str, log: Path | None = None,
+         failure_log: Callable[[], Path | None] = lambda: None) -> None:
+    """Run one command as a user types it; ``log``: its output is appended there instead of the console.
+    A command that fails ends the demo with one line naming the step, its exit code and where its output
+    is (``log``, else ``failure_log()``: the log the command itself wrote, if any), and that exit code."""
     print(f"$ {shlex.join(argv)}", flush=True)
     t0 = time.perf_counter()
-    if log is None:
-        subprocess.run(argv, env=env, check=True)
-    else:
+    if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:
             code = subprocess.run(argv, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
-        if code:
-            sys.exit(f"[demo] {what} failed (exit {code}); its output is in {log}")
+    else:
+        code = subprocess.run(argv, env=env).returncode
+    if code:
+        written = log or failure_log()
+        where = f"its output is in {written}" if written else "its error is the line above"
+        print(f"[demo] {what} failed (exit {code}); {where}", file=sys.stderr, flush=True)
+        sys.exit(code)
     print(f"[demo] {what}: {time.perf_counter() - t0:.0f}s" + (f" (output in {log})" if log else ""), flush=True)
+
+
+def newest_run_log(out: Path, experiment: str, since: float) -> Path | None:
+    """The libraries' log of the run of ``experiment`` under ``out`` that training wrote last, if it wrote
+    one after ``since`` (a timestamp); ``None`` when training stopped before it had a run directory."""
+    logs = [log for log in (RunDir(r).logs / LOG_FILE for r in (out / "train" / "runs").glob(f"{experiment}-*"))
+            if log.is_file() and log.stat().st_mtime >= since]
+    return max(logs, key=lambda log: log.stat().st_mtime) if logs else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,11 +112,14 @@ def _cell(metrics: dict, metric: str) -> str:
     return f"{100 * metrics[metric]:.1f}" + (f" ± {100 * se:.1f}" if se is not None else "")
 
 
-def table(entries: list[tuple[str, dict]], base: dict | None, benchmark: str, columns: list[str]) -> list[str]:
+def table(entries: list[tuple[str, dict]], base: dict | None, benchmark: str, columns: list[str],
+          run_dir: str | Path) -> list[str]:
     """The demo's closing table: one row per ``(label, metrics.json entry)``, each metric with its standard
-    error, the first column's paired difference from ``base`` (an entry) and the results page's verdict
-    against it (:func:`ifdistill.results.page.verdict` over all ``columns``, threshold 2 standard errors)."""
-    from ifdistill.results import page
+    error, the first column's paired difference from ``base`` (an entry) with its MDE, and the results
+    page's verdict against it (:func:`ifdistill.results.verdicts.verdict` over all ``columns``, threshold 2
+    standard errors). An entry's ``results_dir`` is relative to ``run_dir`` (as metrics.json records it) or
+    absolute; its samples.jsonl pairs the difference per prompt (``(u)``: unpaired, a side has none)."""
+    from ifdistill.results import page, verdicts
 
     cols = [page.Column(short_name(m), benchmark, m) for m in columns]
     samples = page.Samples()
@@ -106,24 +127,27 @@ def table(entries: list[tuple[str, dict]], base: dict | None, benchmark: str, co
     def as_cell(entry: dict, metric: str) -> dict | None:
         if metric not in entry["metrics"]:
             return None
+        results_dir = results_dir_of(run_dir, entry)
         return {"value": entry["metrics"][metric], "se": entry["metrics"].get(f"{metric}_stderr"),
-                "eval_config_hash": entry.get("eval_config_hash"), "results_dir": entry.get("results_dir"),
-                "mismatch": False}
+                "eval_config_hash": entry.get("eval_config_hash"), "mismatch": False,
+                "results_dir": str(results_dir) if results_dir is not None else None}
 
-    lines = ["| step | " + " | ".join(c.label for c in cols) + f" | Δ {cols[0].label} vs base | verdict |",
-             "|---" * (len(cols) + 3) + "|"]
+    lines = ["| step | " + " | ".join(c.label for c in cols) + f" | Δ {cols[0].label} vs base | MDE | verdict |",
+             "|---" * (len(cols) + 4) + "|"]
     for label, entry in entries:
-        delta, verdict = "-", "(base)"
+        delta, mde, verdict = "-", "-", "(base)"
         if base is not None and entry is not base:
             deltas = {c.label: page.column_delta(c, as_cell(entry, c.metric), as_cell(base, c.metric), samples,
                                                  paired.NOISE_SE) for c in cols}
             d = deltas[cols[0].label]
-            delta = (f"{100 * d['delta']:+.1f} ± {100 * d['se']:.1f}" if not d.get("refused") and d["se"] is not None
-                     else d.get("refused") or "-")
-            v = page.verdict(cols, cols[0], deltas)
-            verdict = v["verdict"] + (f" ({v['note']})" if v["note"] else "")
+            if not d.get("refused") and d["se"] is not None:
+                delta = f"{100 * d['delta']:+.1f} ± {100 * d['se']:.1f}" + (" (u)" if d["se_kind"] == "unpaired" else "")
+                mde = f"{100 * d['mde']:.1f}"
+            else:
+                delta = d.get("refused") or "-"
+            verdict = verdicts.verdict_text(verdicts.verdict(cols, cols[0], deltas))
         lines.append(f"| {label} | " + " | ".join(_cell(entry["metrics"], m) for m in columns)
-                     + f" | {delta} | {verdict} |")
+                     + f" | {delta} | {mde} | {verdict} |")
     return lines
 
 
@@ -159,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     pin = ["taskset", "-c", "0"] if two_cores and Path("/usr/bin/taskset").exists() else []
     if pin:
         env["OMP_NUM_THREADS"] = "1"  # the trainer on core 0, the evaluator on core 1
-    started = time.perf_counter()
+    started, launched = time.perf_counter(), time.time()
     train_argv = pin + [str(bin_dir / "ifdistill-train"), f"experiment={preset.experiment}", "callbacks=checkpoint_eval",
                         *preset.eval_args, "logger=wandb", f"paths.output_root={out}",
                         f"trainer.max_steps={steps}", f"eval.generation.max_new_tokens={max_new}",
@@ -167,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"callbacks.checkpoint_eval.engine={args.engine}",
                         *(["+callbacks.checkpoint_eval.devices.cpu_threads_bind='1'"] if two_cores else []),
                         *(["run.verbose=true"] if args.verbose else []), *args.overrides]
-    _run(train_argv, env, "training with in-training evaluations")
+    _run(train_argv, env, "training with in-training evaluations",
+         failure_log=lambda: newest_run_log(out, preset.experiment, launched))
 
     runs = sorted((out / "train" / "runs").glob(f"{preset.experiment}-*"), key=lambda p: p.stat().st_mtime)
     run = RunDir(runs[-1])
@@ -203,9 +228,10 @@ def main(argv: list[str] | None = None) -> int:
     entries = [(f"{s} (base)" if s == 0 else str(s), checkpoints[str(s)]) for s in steps_done]
     entries.append((f"{steps_done[-1]} (ifdistill-eval, after training)", post_entry))
     n = len(read_samples(post_dir))
-    print(f"\n{bench.display} on {preset.data_label.format(n=n)} (%, ± standard error; Δ: paired, against step 0), "
+    print(f"\n{bench.display} on {preset.data_label.format(n=n)} (%, ± standard error; Δ: paired, against step 0; "
+          f"MDE: the smallest Δ the rule detects 80 % of the time), "
           f"{max_new} new tokens, in training and after it (demo total {time.perf_counter() - started:.0f}s):")
-    for line in table(entries, base, bench.name, cols):
+    for line in table(entries, base, bench.name, cols, run_dir):
         print(line)
     same = post.get("eval_config_hash") == last["eval_config_hash"]
     print(f"eval_config_hash identical in training and after: {same}")

@@ -1,11 +1,13 @@
-"""``ifdistill-report``: results tables, deltas with paired tests, plots; the ICL gap; the LoRA check.
+"""``ifdistill-report``: results tables, deltas with paired tests, plots; a design's plan; the ICL gap; the LoRA check.
 
-Three subcommands (``runs`` is the default, so ``ifdistill-report DIR...`` works)::
+Four subcommands (``runs`` is the default, so ``ifdistill-report DIR...`` works)::
 
     ifdistill-report [runs] DIR... [--baseline NAME_OR_DIR] [--base-model RESULTS_DIR] [-o OUT_DIR]
                      [--columns SPEC...] [--compare ROW:REF] [--noise-se K] [--gain-column LABEL]
-                     [--checkpoint final|best] [--tfa-key KEY] [--tfce-key KEY] [--tradeoff-checkpoints]
-                     [--wandb]
+                     [--target-effect X] [--checkpoint final|best] [--tfa-key KEY] [--tfce-key KEY]
+                     [--tradeoff-checkpoints] [--wandb]
+    ifdistill-report plan PILOT_DIR... --effect POINTS [--base-model RESULTS_DIR] [--compare A:B]
+                     [--columns SPEC...] [--available LABEL=N] [-o OUT_DIR]
     ifdistill-report icl-gap ZERO_SHOT_RESULTS_DIR K_SHOT_RESULTS_DIR [-o OUT_DIR]
     ifdistill-report lora-check BASE_MODEL_DIR ADAPTER_DIR [--merged DIR] [--prompts JSONL] [--limit N]
 
@@ -30,24 +32,9 @@ from typing import Any
 from ifdistill.results import runs as runs_mod
 from ifdistill.results.forgetting import build_forgetting, write_forgetting
 from ifdistill.results.page import PageOptions, build_page, parse_column
-from ifdistill.results.report import ReportOptions, build_report, json_safe
+from ifdistill.results.report import ReportOptions, build_report, group_labels, json_safe
 
-SUBCOMMANDS = ("runs", "icl-gap", "lora-check")
-
-
-def _base_dirs(base_model: str | Path | None) -> list[Path]:
-    """The base model's evaluator output directories: ``base_model`` itself, or those under it (one
-    per benchmark)."""
-    if not base_model:
-        return []
-    from ifdistill.evaluator import output as eval_output
-
-    if eval_output.is_eval_dir(base_model):
-        return [Path(base_model)]
-    dirs = [p for kind, p in runs_mod.discover([base_model]) if kind == "eval"]
-    if not dirs:
-        raise FileNotFoundError(f"{base_model}: --base-model holds no results.json (an evaluator output dir)")
-    return dirs
+SUBCOMMANDS = ("runs", "plan", "icl-gap", "lora-check")
 
 
 def write_report(inputs: Sequence[str | Path], out_dir: str | Path, *, base_model: str | Path | None = None,
@@ -75,7 +62,7 @@ def write_report(inputs: Sequence[str | Path], out_dir: str | Path, *, base_mode
     notes: list[str] = []
     reruns: list[runs_mod.Run] = []
     loaded = runs_mod.load_all(inputs, notes, benchmark, reruns=reruns)
-    base_dirs = _base_dirs(base_model)
+    base_dirs = runs_mod.base_dirs(base_model)
     # the report's per-run tables compare each benchmark's rows with that benchmark's base directory (the runs'
     # benchmark's first, named "base"); the page reads every one
     reported = next((r.final.benchmark for r in loaded if r.kind == "run" and r.final is not None), default_name())
@@ -87,9 +74,7 @@ def write_report(inputs: Sequence[str | Path], out_dir: str | Path, *, base_mode
         resolved = {p.resolve() for p in base_dirs}
         loaded = [r for r in loaded if r.path.resolve() not in resolved]
     report = build_report(loaded, base, options, notes)  # every input error is raised by here
-    labels = {r["group_hash"]: " ".join([r["method"] or r["kind"]] + [f"{k}={tables.value(r['key_config'].get(k))}"
-                                                                      for k in report["key_columns"]])
-              for r in report["runs"]}
+    labels = group_labels(loaded, report["key_columns"])
     page = build_page(loaded, base_dirs, page_options, reruns, labels)
     report["page"] = page
     out = Path(out_dir)
@@ -129,7 +114,7 @@ def _add_bootstrap_args(p: argparse.ArgumentParser) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ifdistill-report", description=__doc__.replace("``", ""),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", metavar="{runs,icl-gap,lora-check}")
+    sub = parser.add_subparsers(dest="command", metavar="{runs,plan,icl-gap,lora-check}")
 
     p = sub.add_parser("runs", help="the results report of runs / sweeps / evaluator outputs (default)")
     p.add_argument("inputs", nargs="+", help="run dirs, sweep dirs or evaluator output dirs")
@@ -155,6 +140,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--noise-se", type=float, default=2.0,
                    help="a delta under this many standard errors is flat (deltas, verdicts, reproducibility)")
     p.add_argument("--gain-column", help="the verdict's gain column (label; default the first IFEval column)")
+    p.add_argument("--target-effect", type=float, metavar="X",
+                   help="without a gain, 'no clear gain' when the gain column's MDE is at most X (percentage points "
+                   "for fractions), else 'underpowered' (default: 5 points for a column of fractions)")
     p.add_argument("--tradeoff-checkpoints", action="store_true",
                    help="the trade-off figure: a point per evaluated checkpoint (default: per run, its final one)")
     p.add_argument("--compare", action="append", metavar="ROW:REFERENCE",
@@ -163,6 +151,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--wandb", action="store_true", help="also log tables and PNGs to a W&B run")
     p.add_argument("--wandb-project", default="ifdistill")
     p.add_argument("--wandb-mode", choices=("online", "offline"), help="default: $WANDB_MODE / wandb's own")
+
+    p = sub.add_parser("plan", help="the prompts and seeds a comparison needs to detect an effect, from a pilot")
+    p.add_argument("inputs", nargs="+", help="the pilot: run dirs or sweep dirs")
+    p.add_argument("--effect", type=float, required=True,
+                   help="the target effect: percentage points for fractions (5 = 5 points), else the metric's unit")
+    p.add_argument("--base-model", help="evaluator output dir(s) of the base model: each seed group is planned against it")
+    p.add_argument("--compare", action="append", metavar="A:B",
+                   help="plan A against B (seed group labels, run names, methods, 'base'; repeatable)")
+    p.add_argument("--columns", nargs="+", metavar="[LABEL=][BENCHMARK:]METRIC", help="as for runs")
+    p.add_argument("--available", action="append", metavar="LABEL=N",
+                   help="the benchmark's prompts for a column label or benchmark (default: the evaluated data file's rows)")
+    p.add_argument("--power", type=float, default=0.8, help="the power to plan for (default 0.8)")
+    p.add_argument("--noise-se", type=float, default=2.0, help="the rule's threshold in standard errors (default 2)")
+    p.add_argument("--benchmark", help="plan the runs' extra benchmark of this name instead of their eval section")
+    p.add_argument("-o", "--out-dir", help="also write plan.md and plan.json there")
 
     p = sub.add_parser("icl-gap", help="k-shot minus 0-shot of one model, from two evaluator outputs")
     p.add_argument("zero_shot_dir")
@@ -190,14 +193,9 @@ def _cmd_runs(args) -> int:
         tfce_keys=tuple(args.tfce_key) if args.tfce_key else runs_mod.DEFAULT_TFCE_KEYS,
         per_type_mode=args.per_type_mode, n_resamples=args.bootstrap_resamples,
         bootstrap_seed=args.bootstrap_seed, confidence=args.confidence)
-    compare = []
-    for spec in args.compare or []:
-        row, sep, ref = spec.rpartition(":")
-        if not sep or not row or not ref:
-            raise ValueError(f"--compare {spec!r}: expected ROW:REFERENCE")
-        compare.append((row, ref))
     page_options = PageOptions(columns=tuple(parse_column(c) for c in args.columns) if args.columns else None,
-                               noise_se=args.noise_se, gain_column=args.gain_column, compare=tuple(compare))
+                               noise_se=args.noise_se, gain_column=args.gain_column,
+                               compare=tuple(_pairs(args.compare)), target_effect=args.target_effect)
     out_dir = Path(args.out_dir or Path("outputs/report") / time.strftime("%Y-%m-%d_%H-%M-%S"))
     result = write_report(args.inputs, out_dir, base_model=args.base_model, options=options,
                           wandb=args.wandb, wandb_kwargs={"project": args.wandb_project, "mode": args.wandb_mode},
@@ -210,6 +208,38 @@ def _cmd_runs(args) -> int:
           f"and {len(result['files']) - 1} more file(s)")
     if result["wandb"]:
         print(f"W&B run {result['wandb']['id']} ({result['wandb']['url'] or result['wandb']['dir']})")
+    return 0
+
+
+def _pairs(specs: Sequence[str] | None) -> list[tuple[str, str]]:
+    """``--compare ROW:REFERENCE`` values as pairs (a name may hold ``:``; the last one splits)."""
+    pairs = []
+    for spec in specs or []:
+        row, sep, ref = spec.rpartition(":")
+        if not sep or not row or not ref:
+            raise ValueError(f"--compare {spec!r}: expected ROW:REFERENCE")
+        pairs.append((row, ref))
+    return pairs
+
+
+def _cmd_plan(args) -> int:
+    from ifdistill.results import plan
+
+    available = {}
+    for spec in args.available or []:
+        label, sep, n = spec.rpartition("=")
+        if not sep or not label or not n.isdigit():
+            raise ValueError(f"--available {spec!r}: expected LABEL=N (a column label or benchmark, a count)")
+        available[label] = int(n)
+    if not 0 < args.power < 1:
+        raise ValueError(f"--power {args.power:g}: expected a probability between 0 and 1")
+    result = plan.build_plan(args.inputs, args.base_model, args.effect,
+                             columns=tuple(parse_column(c) for c in args.columns) if args.columns else None,
+                             compare=_pairs(args.compare), available=available, threshold=args.noise_se,
+                             power_level=args.power, benchmark=args.benchmark)
+    print(plan.render_markdown(result))
+    if args.out_dir:
+        print(f"wrote {plan.write(result, args.out_dir)[1]}")
     return 0
 
 
@@ -246,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         _parser().print_help()
         return 2
-    handler = {"runs": _cmd_runs, "icl-gap": _cmd_icl_gap, "lora-check": _cmd_lora_check}[args.command]
+    handler = {"runs": _cmd_runs, "plan": _cmd_plan, "icl-gap": _cmd_icl_gap, "lora-check": _cmd_lora_check}[args.command]
     try:
         return handler(args)
     except (KeyError, FileNotFoundError, ValueError) as e:  # EvalOutputError is a ValueError

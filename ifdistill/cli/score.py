@@ -1,6 +1,6 @@
 """``ifdistill-score IN.jsonl -o OUT.jsonl [--skip-invalid]``: score a JSONL file of responses.
 
-Rows may hold IFEval ids, IFBench ids (:mod:`ifdistill.benchmarks.ifbench`) or both.
+Rows may hold the ids of any instruction benchmark (IFEval's, IFBench's, M-IFEval's ``es:``/``fr:``/``ja:``), or a mix.
 
 Each IN row needs ``prompt``, ``instruction_id_list``, ``kwargs`` and ``response``; other fields
 (``key``, ``id``, ...) are kept. Each OUT row is the IN row (its keys in their input order) followed
@@ -77,7 +77,7 @@ def format_aggregates(agg: dict[str, Any]) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ifdistill-score",
-        description="Score IFEval and IFBench responses (strict and loose, as the references do) in a JSONL file.",
+        description="Score IFEval, IFBench and M-IFEval responses (strict and loose, as the references do) in a JSONL file.",
     )
     parser.add_argument(
         "input", type=Path, help="JSONL rows with prompt, instruction_id_list, kwargs, response"

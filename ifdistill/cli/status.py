@@ -171,12 +171,12 @@ def _task_scores(metrics: dict) -> str:
 
 
 def _table(first: list[str], rows: list[tuple[list[Any], dict]]) -> list[str]:
-    """Rows of evaluations: benchmarks whose metrics are fractions get a percentage column per headline
-    metric (:meth:`~ifdistill.benchmarks.base.Benchmark.headline_metrics`), others one column of
-    every metric."""
+    """Rows of evaluations: where every headline metric (:meth:`~ifdistill.benchmarks.base.Benchmark.
+    headline_metrics`) is a fraction (:meth:`~ifdistill.benchmarks.base.Benchmark.is_fraction`), a
+    percentage column per metric; else one column of every metric in its own unit."""
     benches = [registry.get(b["benchmark"]) for _, b in rows]
     columns: list[str] = []
-    if all(bench.fractions for bench in benches):
+    if all(bench.is_fraction(m) for bench, (_, b) in zip(benches, rows) for m in bench.headline_metrics({"metrics": b["eval"]})):
         for bench, (_, b) in zip(benches, rows):
             columns += [c for c in bench.headline_metrics({"metrics": b["eval"]}) if c not in columns]
         scores = [[_pct(b["eval"], c) for c in columns] for _, b in rows]

@@ -21,11 +21,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
+from ifdistill.config import Range, is_int, is_num
 from ifdistill.data import mixing
 from ifdistill.data.icl import DemoSelector, IclSettings, teacher_view
 from ifdistill.data.manifest import DataManifest, tokenizer_identity
@@ -61,6 +62,14 @@ class DataConfig:
     teacher_max_length: int | None = None
     # Not a YAML key: the ICL settings of a distillation method, set by :meth:`resolve` (None: SFT batches).
     icl: IclSettings | None = None
+
+    #: The values' ranges, which preflight applies to the ``data`` section (:func:`ifdistill.config.range_problems`).
+    ranges: ClassVar[tuple[Range, ...]] = (
+        ("ratio", lambda v: is_num(v) and 0 <= v < 1, "a number in [0, 1)"),
+        ("total", lambda v: v is None or (is_int(v) and v >= 1), "null or an integer >= 1"),
+        ("heldout", lambda v: is_int(v) and v >= 0, "an integer >= 0"),
+        ("max_length", lambda v: v is None or (is_int(v) and v >= 1), "null or an integer >= 1"),
+    )
 
     @classmethod
     def from_mapping(cls, m: Mapping[str, Any]) -> DataConfig:

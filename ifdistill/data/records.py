@@ -19,7 +19,10 @@ Three layouts are understood (``layout="auto"`` picks by the fields present):
   prompt_level_strict_acc?}``. ``kwargs`` may be a list of dicts, a JSON string, or the Hugging Face
   layout where every possible argument is present with ``None`` (the ``None`` values are dropped, as
   the IFEval scorer expects). ``verified_only`` keeps only rows with ``prompt_level_strict_acc`` true,
-  the filter the published setup used.
+  the filter the published setup used. A row that also holds ``messages`` is a conversation with the
+  instructions of its *last* user turn: the published IFBench multi-turn layout (allenai/IFBench_multi-turn,
+  ``{key, prompt, instruction_id_list, kwargs, messages}``, messages user / assistant / user); the
+  conversation is ``messages`` (its ``prompt`` field is not read), and a trailing assistant turn is its answer.
 """
 
 from __future__ import annotations
@@ -115,6 +118,11 @@ def _need(row: Mapping[str, Any], field: str, typ: type | tuple[type, ...], loca
     return value
 
 
+def _a(role: str) -> str:
+    """``role`` with its article: ``a user``, ``an assistant``."""
+    return f"{'an' if role[:1].lower() in 'aeio' else 'a'} {role}"  # a user: u sounds 'you'
+
+
 def check_turn_order(messages: Sequence[Mapping[str, str]], location: str | None, field: str = "messages",
                      *, end: str | None = None, names: Sequence[str] | None = None) -> None:
     """Refuse a conversation whose roles do not alternate as chat templates require: one ``system`` turn,
@@ -128,14 +136,14 @@ def check_turn_order(messages: Sequence[Mapping[str, str]], location: str | None
     for i in range(start, len(messages)):
         want = "user" if (i - start) % 2 == 0 else "assistant"
         if messages[i]["role"] != want:
-            before = f"after a {messages[i - 1]['role']} turn" if i else "as the first turn"
-            raise _err("turn_order", f"a {messages[i]['role']} turn {before}: roles must be an optional system "
+            before = f"after {_a(messages[i - 1]['role'])} turn" if i else "as the first turn"
+            raise _err("turn_order", f"{_a(messages[i]['role'])} turn {before}: roles must be an optional system "
                                      "turn, then user and assistant in turn", location, names[i])
     if start == len(messages):
         raise _err("turn_order", "a system turn alone: the conversation has no user turn", location, field)
     if end is not None and messages[-1]["role"] != end:
-        raise _err("turn_order", f"the conversation ends with a {messages[-1]['role']} turn; "
-                                 f"{'a training row' if end == 'assistant' else 'a prompt'} ends with a {end} turn",
+        raise _err("turn_order", f"the conversation ends with {_a(messages[-1]['role'])} turn; "
+                                 f"{'a training row' if end == 'assistant' else 'a prompt'} ends with {_a(end)} turn",
                    location, names[-1])
 
 
@@ -197,10 +205,10 @@ def normalise_kwargs(raw: Any, n: int, location: str | None) -> tuple[dict[str, 
 
 
 def detect_layout(row: Mapping[str, Any]) -> str:
+    if "instruction_id_list" in row:  # with ``messages`` too: IFBench's multi-turn rows
+        return "ifeval"
     if "messages" in row:
         return "messages"
-    if "instruction_id_list" in row:
-        return "ifeval"
     if "prompt" in row:  # a missing completion is then reported as such
         return "prompt_completion"
     return "unknown"
@@ -227,6 +235,25 @@ def completion_field(row: Mapping[str, Any], layout: str, name: str | None = Non
         if field in row:
             return field
     return name or ("response" if layout == "ifeval" else "completion")
+
+
+def _instructions(row: Mapping[str, Any], location: str | None) -> tuple[tuple[str, ...], tuple[dict[str, Any], ...]]:
+    """An IFEval-layout row's ``instruction_id_list`` and its ``kwargs`` (one dict per instruction)."""
+    ids = _need(row, "instruction_id_list", (list, tuple), location)
+    if not all(isinstance(i, str) for i in ids):
+        raise _err("wrong_type", "expected a list of str", location, "instruction_id_list")
+    ids = tuple(ids)
+    return ids, normalise_kwargs(_need(row, "kwargs", (list, tuple, str, Mapping), location), len(ids), location)
+
+
+def _verified(row: Mapping[str, Any], location: str | None) -> bool:
+    """Whether an IFEval-layout row's ``prompt_level_strict_acc`` says its answer passed (``verified_only``)."""
+    acc = row.get("prompt_level_strict_acc")
+    if acc is None:
+        raise _err("missing_field", "verified_only needs this field", location, "prompt_level_strict_acc")
+    if not isinstance(acc, (bool, int, float)):
+        raise _err("wrong_type", f"expected bool, got {type(acc).__name__}", location, "prompt_level_strict_acc")
+    return bool(acc)
 
 
 def normalise_row(row: Any, *, source: str, row_id: str, location: str | None = None,
@@ -257,25 +284,20 @@ def normalise_row(row: Any, *, source: str, row_id: str, location: str | None = 
             raise _err("missing_field", "required field is missing", location, "messages")
         messages = check_messages(row["messages"], location, need_completion=need_completion)
         check_turn_order(messages, location, end="assistant" if need_completion else None)
+    elif layout == "ifeval" and row.get("messages") is not None:  # IFBench's multi-turn layout (module docstring)
+        ids, kwargs = _instructions(row, location)
+        if verified_only and not _verified(row, location):
+            return None
+        messages = check_messages(row["messages"], location, need_completion=need_completion)
+        check_turn_order(messages, location, end="assistant" if need_completion else None)
     else:
         prompt = _need(row, "prompt", (str, list, tuple), location)
         turns = _turns(prompt, "user", location, "prompt")
         names = _turn_names(prompt, "prompt")
         if layout == "ifeval":
-            ids = _need(row, "instruction_id_list", (list, tuple), location)
-            if not all(isinstance(i, str) for i in ids):
-                raise _err("wrong_type", "expected a list of str", location, "instruction_id_list")
-            ids = tuple(ids)
-            kwargs = normalise_kwargs(_need(row, "kwargs", (list, tuple, str, Mapping), location), len(ids), location)
-            if verified_only:
-                acc = row.get("prompt_level_strict_acc")
-                if acc is None:
-                    raise _err("missing_field", "verified_only needs this field", location, "prompt_level_strict_acc")
-                if not isinstance(acc, (bool, int, float)):
-                    raise _err("wrong_type", f"expected bool, got {type(acc).__name__}", location,
-                               "prompt_level_strict_acc")
-                if not acc:
-                    return None
+            ids, kwargs = _instructions(row, location)
+            if verified_only and not _verified(row, location):
+                return None
         field = completion_field(row, layout, completion_name)
         if need_completion or row.get(field) is not None:
             answer = _need(row, field, (str, list, tuple), location)

@@ -12,15 +12,18 @@ For machines without vLLM, and as the cross-check of the vLLM path (greedy respo
 - A batch generates up to its largest per-prompt budget; :func:`~ifdistill.evaluator.generation.finalize`
   cuts each row to its own budget. Greedy decoding is causal, so this equals generating each row
   alone with its own budget.
-- Sampling (``greedy: false``) seeds torch once per batch with the first request's seed: reproducible
-  for a fixed batch size, but not per prompt the way vLLM's per-request seeds are.
+- Sampling (``greedy: false``) draws each row's tokens with a generator of its own, seeded with its
+  request's seed (:class:`SeededSampling`), as vLLM's per-request seeds do: a response depends on its seed
+  and its prompt, not on the batch it shares (the k samples of a prompt, ``eval.generation.samples``, are k
+  rows with k seeds). The draws are HF's temperature, top-k and top-p rules; the random streams are not
+  vLLM's, so the two backends' samples differ.
 """
 
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from transformers import StoppingCriteria
+from transformers import LogitsProcessor, StoppingCriteria
 
 from ifdistill.evaluator.generation import Request, Sampling
 from ifdistill.evaluator.model_source import ModelSource
@@ -53,6 +56,37 @@ class TailStopStrings(StoppingCriteria):
 
         tails = self.tokenizer.batch_decode(input_ids[:, self.width:][:, -self.look:], skip_special_tokens=False)
         return torch.tensor([any(s in t for s in self.stops) for t in tails], device=input_ids.device)
+
+
+class SeededSampling(LogitsProcessor):
+    """Samples each row's next token with that row's own ``torch.Generator`` and leaves it the only choice, so
+    the (greedy) search emits it: per-row seeds, independent of the batch. Temperature, then top-k, then top-p
+    (the smallest set of most likely tokens holding ``top_p`` of the mass, at least one), as transformers'
+    own warpers apply them."""
+
+    def __init__(self, seeds: Sequence[int], sampling: Sampling, device: str):
+        import torch
+
+        self.generators = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
+        self.temperature, self.top_p, self.top_k = sampling.temperature, sampling.top_p, sampling.top_k
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        logits = scores.float() / self.temperature
+        if self.top_k:
+            kth = torch.topk(logits, min(self.top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        if self.top_p < 1.0:
+            ordered, index = torch.sort(logits, descending=False, dim=-1)
+            tail = ordered.softmax(dim=-1).cumsum(dim=-1) <= 1 - self.top_p
+            tail[:, -1] = False  # the most likely token stays
+            logits = logits.masked_fill(tail.scatter(1, index, tail), float("-inf"))
+        probs = logits.softmax(dim=-1)
+        chosen = torch.cat([torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(self.generators)])
+        out = torch.full_like(scores, float("-inf"))
+        out[torch.arange(scores.shape[0]), chosen] = 0.0
+        return out
 
 
 class HFBackend:
@@ -101,18 +135,16 @@ class HFBackend:
             width = max(len(r.token_ids) for r in batch)
             ids = torch.tensor([[pad] * (width - len(r.token_ids)) + list(r.token_ids) for r in batch])
             mask = torch.tensor([[0] * (width - len(r.token_ids)) + [1] * len(r.token_ids) for r in batch])
-            config = GenerationConfig(
-                max_new_tokens=max(r.max_tokens for r in batch), do_sample=not sampling.greedy,
-                temperature=None if sampling.greedy else sampling.temperature,
-                top_p=None if sampling.greedy else sampling.top_p,
-                top_k=None if sampling.greedy or not sampling.top_k else sampling.top_k,
-                eos_token_id=list(sampling.stop_token_ids), pad_token_id=pad, repetition_penalty=1.0)
-            if not sampling.greedy:
-                torch.manual_seed(batch[0].seed)
+            # greedy search; sampling is each row's own draw (SeededSampling), which greedy search then emits
+            config = GenerationConfig(max_new_tokens=max(r.max_tokens for r in batch), do_sample=False,
+                                      temperature=None, top_p=None, top_k=None, repetition_penalty=1.0,
+                                      eos_token_id=list(sampling.stop_token_ids), pad_token_id=pad)
+            draws = None if sampling.greedy else [SeededSampling([r.seed for r in batch], sampling, self.device)]
             stopping = [TailStopStrings(self.tokenizer, sampling.stop, width)] if sampling.stop else None
             with torch.inference_mode():
                 out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                                          generation_config=config, stopping_criteria=stopping)
+                                          generation_config=config, stopping_criteria=stopping,
+                                          logits_processor=draws)
             for row, i in enumerate(idx):
                 results[i] = out[row, width:].tolist()
             bar.update(len(idx))

@@ -31,6 +31,7 @@ import logging
 import os
 from typing import Any, Optional, Sequence
 
+from ifdistill.evaluator.errors import EvaluatorError
 from ifdistill.evaluator.generation import Request, Sampling
 from ifdistill.startup_heap import settle
 from ifdistill.evaluator.model_source import ModelSource
@@ -79,12 +80,16 @@ class VLLMBackend:
 
     def __init__(self, model_dir: str, *, tokenizer_dir: str, dtype: str, max_model_len: int, seed: int,
                  runtime: RuntimeSettings, lora_rank: Optional[int] = None, persistent: bool = False,
-                 sequence_tokens: Sequence[int] = ()):
+                 sequence_tokens: Sequence[int] = (), sampled: bool = False):
         """``sequence_tokens``: prompt + new-token budget of each sequence to generate (sizes an automatic
         KV cache on CPU). ``persistent``: the engine serves several checkpoints (:mod:`ifdistill.evaluator.serve`): every
         adapter request gets a new id, weights can be reloaded in place (which sends a function to the
         worker: vLLM's pickle-based serialisation between its own local processes is allowed), and on
-        GPU with ``runtime.gpu_shared_with_training`` the engine can sleep between checkpoints."""
+        GPU with ``runtime.gpu_shared_with_training`` the engine can sleep between checkpoints. ``sampled``: it
+        will sample (``greedy: false``, a seed per request); on CPU it then runs without chunked prefill, as
+        vLLM-CPU itself runs MLA models: a request prefilled in parts has its generator rewound with a
+        CUDA-only call (``Generator.set_offset``) that a CPU generator refuses (``CPU Generator does not use
+        offset``), so no request may be prefilled in parts (every prompt fits one step's token budget)."""
         apply_cpu_environment(runtime)
         if persistent:
             os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"  # read by the engine process at its start
@@ -112,6 +117,12 @@ class VLLMBackend:
             kwargs["gpu_memory_utilization"] = runtime.gpu_memory_utilization
             if persistent and runtime.gpu_shared_with_training:  # GPU only: vLLM-CPU has no sleep mode
                 kwargs["enable_sleep_mode"] = True
+        if self.on_cpu and sampled:
+            from vllm.config import SchedulerConfig
+
+            kwargs.update(enable_chunked_prefill=False, max_num_batched_tokens=max(
+                max_model_len, SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS))
+        self.sampled = sampled
         if runtime.max_num_seqs:
             kwargs["max_num_seqs"] = runtime.max_num_seqs
         if self.max_lora_rank:
@@ -138,6 +149,9 @@ class VLLMBackend:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
+        if self.on_cpu and not sampling.greedy and not self.sampled:
+            raise EvaluatorError("this vLLM-CPU engine was started for greedy decoding; sampling needs an engine "
+                                 "started to sample (VLLMBackend(sampled=True): no chunked prefill)")
         params = [SamplingParams(
             n=1, temperature=0.0 if sampling.greedy else sampling.temperature,
             top_p=1.0 if sampling.greedy else sampling.top_p, top_k=0 if sampling.greedy else sampling.top_k,

@@ -28,7 +28,7 @@ def make_backend(settings: EvalSettings, source: ModelSource, *, context_len: in
                            max_model_len=context_len, seed=seed, runtime=settings.runtime,
                            lora_rank=source.lora_rank if source.adapter_dir else None, persistent=persistent,
                            sequence_tokens=[len(r.token_ids) + r.max_tokens for r in requests
-                                            if isinstance(r, Request)])
+                                            if isinstance(r, Request)], sampled=not settings.generation.greedy)
     from ifdistill.evaluator.backend_hf import HFBackend
 
     backend = HFBackend(source.model_dir, adapter_dir=source.adapter_dir, tokenizer_dir=source.tokenizer_dir,

@@ -8,7 +8,10 @@ results with different hashes can be diffed key by key). The fingerprint holds:
   the path or the source, so a moved file or the hub vs the shared copy of the same rows agree;
 - ``template``: sha256 of the effective chat template, ``enable_thinking``, ``system_prompt``;
 - ``generation``: every key of ``eval.generation`` (greedy, temperature, top_p, top_k,
-  max_new_tokens, stop strings, seed, ...) with the resolved stop token ids;
+  max_new_tokens, stop strings, seed, ...) with the resolved stop token ids; a key added after shipped
+  configurations were hashed (``samples``: :data:`~ifdistill.evaluator.settings.HASHED_WHEN_SET`) only away
+  from its default, so every hash of an evaluation that does not set it stays what it was; a sampled
+  evaluation on the transformers backend adds how that backend draws (:data:`HF_SAMPLER`);
 - ``fewshot``: k, the selection seed, the pool's row sha256 and the demos actually chosen per prompt;
 - ``prompts``: the sha256 of every rendered prompt's token ids -- whatever else changes what the
   model reads (tokenizer, rendering code) changes the hash too;
@@ -34,10 +37,14 @@ import hashlib
 import json
 from typing import Any, Sequence
 
-from ifdistill.evaluator.settings import EvalSettings
+from ifdistill.evaluator.settings import HASHED_WHEN_SET, EvalSettings, GenerationSettings
 
 # Bump when the evaluator's own rendering, cutting or decoding of responses changes.
 PROTOCOL_VERSION = "1"
+#: How the transformers backend samples (``greedy: false``): each request with a generator of its own, seeded
+#: with its seed (:class:`ifdistill.evaluator.backend_hf.SeededSampling`). In the hash of its sampled
+#: evaluations only; greedy ones and vLLM's are not drawn by it.
+HF_SAMPLER = "per-request-generator-1"
 
 
 def canonical_sha256(obj: Any) -> str:
@@ -57,6 +64,11 @@ def build_fingerprint(settings: EvalSettings, *, data_sha256: str, num_prompts: 
     """Everything that can change a generation or a score (see the module docstring)."""
     generation = dataclasses.asdict(settings.generation)
     generation.pop("chat_template")  # replaced by the effective template's hash below
+    for f in dataclasses.fields(GenerationSettings):
+        if f.metadata.get(HASHED_WHEN_SET) and generation[f.name] == f.default:
+            del generation[f.name]
+    if settings.backend == "hf" and not settings.generation.greedy:
+        generation["hf_sampler"] = HF_SAMPLER
     fewshot: dict[str, Any] = {"k": settings.fewshot.k}
     if settings.fewshot.k > 0:
         fewshot.update(seed=settings.fewshot.seed, pool_sha256=pool_sha256,

@@ -74,6 +74,13 @@ def request_seed(seed: int, key: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}\0{key}".encode()).digest()[:4], "little") & 0x7FFFFFFF
 
 
+def sample_seed(seed: int, key: str, index: int) -> int:
+    """Sampling seed of response ``index`` of prompt ``key`` (``eval.generation.samples``): the first one's is
+    :func:`request_seed`'s, a single sampled evaluation's, so sample 0 of k is that evaluation's response; every
+    further one has its own, independent of k and of the other prompts."""
+    return request_seed(seed, key if index == 0 else f"{key}\0sample {index}")
+
+
 def _decode(tokenizer, ids: Sequence[int]) -> str:
     return tokenizer.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False)
 

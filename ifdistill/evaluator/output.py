@@ -49,7 +49,8 @@ def is_eval_dir(path: str | os.PathLike) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class PromptResult:
-    """One prompt's decisions: ``strict_inst``/``loose_inst`` per instruction (in order)."""
+    """One prompt's decisions: ``strict_inst``/``loose_inst`` per instruction (in order); ``values``: the
+    row's own values of metrics that are not made of them (its ``metrics``: reliable@k, ...)."""
 
     key: str
     instruction_ids: tuple[str, ...]
@@ -58,6 +59,7 @@ class PromptResult:
     strict_prompt: bool
     loose_prompt: bool
     response: str | None = None
+    values: Mapping[str, float] = dataclasses.field(default_factory=dict, compare=False)
 
     def inst(self, mode: str) -> tuple[bool, ...]:
         return self.strict_inst if mode == "strict" else self.loose_inst
@@ -80,6 +82,8 @@ def _prompt_result(row: Mapping[str, Any], line: int, source: Path) -> PromptRes
             strict_prompt=bool(row.get("strict_prompt", all(strict_inst))),
             loose_prompt=bool(row.get("loose_prompt", all(loose_inst))),
             response=row.get("response"),
+            values={k: float(v) for k, v in (row.get("metrics") or {}).items()
+                    if isinstance(v, (int, float)) and not isinstance(v, bool)},
         )
     except (KeyError, TypeError) as e:
         raise EvalOutputError(f"{source}:{line}: not a scored sample ({type(e).__name__}: {e})") from None

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 from ifdistill.evaluator import fingerprint as fp
 from ifdistill.evaluator.dataset import LoadedRows, load_eval_rows, load_rows
 from ifdistill.evaluator.errors import EvaluatorError
-from ifdistill.evaluator.generation import Request, Sampling, request_seed
+from ifdistill.evaluator.generation import Request, Sampling, sample_seed
 from ifdistill.evaluator.model_source import ModelSource, context_length, model_identity
 from ifdistill.evaluator.prompts import (Prompt, build_prompts, demo_selection, load_tokenizer, max_tokens_for,
                                          stop_token_ids)
@@ -71,13 +71,21 @@ class PlanBase:
 
 @dataclasses.dataclass(kw_only=True)
 class EvalPlan(PlanBase):
-    """Everything decided before generation (IFEval-style rows); ``eval_config_hash`` is final here."""
+    """Everything decided before generation (IFEval-style rows); ``eval_config_hash`` is final here.
+
+    ``requests``: :attr:`samples` per prompt, prompt after prompt (``requests[i * samples + j]`` is sample ``j``
+    of ``prompts[i]``)."""
 
     data: LoadedRows
     pool: Optional[LoadedRows]
     prompts: list[Prompt]
     requests: list[Request]
     sampling: Sampling
+
+    @property
+    def samples(self) -> int:
+        """Responses per prompt (``eval.generation.samples``)."""
+        return self.settings.generation.samples
 
 
 def generate_responses(plan: EvalPlan, backend: Any, *, own: bool) -> tuple[list[list[int]], dict[str, Any], float]:
@@ -105,12 +113,14 @@ def effective_context_len(settings: EvalSettings, source: ModelSource) -> int:
 
 
 def rows_plan(settings: EvalSettings, run: EvalRunSettings, model_cfg: dict[str, Any], source: ModelSource, *,
-              t0: float, check_row: Callable[[Any], None], scorer_version: Callable[[Iterable[Any]], str]) -> EvalPlan:
+              t0: float, check_row: Callable[[Any], None], scorer_version: Callable[[Iterable[Any]], str],
+              data: Optional[LoadedRows] = None) -> EvalPlan:
     """Phase 1 of a benchmark over ``eval.data``'s rows: read them (``check_row`` raises ``ValueError`` on a
     row its scorer cannot score: an input error now, not after generation), render every prompt with its
     demonstrations, check it fits the context, and hash (``scorer_version`` of the rows, see
-    :mod:`ifdistill.evaluator.fingerprint`)."""
-    data = load_eval_rows(settings.data)
+    :mod:`ifdistill.evaluator.fingerprint`). ``data``: rows the benchmark made itself from ``eval.data``
+    (their sha256 is then the data's identity in the hash); default ``eval.data``'s rows as read."""
+    data = data if data is not None else load_eval_rows(settings.data)
     for ex in data.examples:
         try:
             check_row(ex)
@@ -124,8 +134,8 @@ def rows_plan(settings: EvalSettings, run: EvalRunSettings, model_cfg: dict[str,
     budgets = max_tokens_for(prompts, context_len, settings.generation.max_new_tokens)
     stops = stop_token_ids(tokenizer, source.model_dir, settings.generation.stop_token_ids)
     sampling = Sampling.from_settings(settings.generation, stops)
-    requests = [Request(token_ids=p.token_ids, max_tokens=b, seed=request_seed(settings.generation.seed, p.key))
-                for p, b in zip(prompts, budgets)]
+    requests = [Request(token_ids=p.token_ids, max_tokens=b, seed=sample_seed(settings.generation.seed, p.key, j))
+                for p, b in zip(prompts, budgets) for j in range(settings.generation.samples)]
     fingerprint = fp.build_fingerprint(
         settings, data_sha256=data.rows_sha256, num_prompts=len(prompts), chat_template=template,
         stop_token_ids=stops, context_len=context_len, prompt_ids=[p.token_ids for p in prompts],

@@ -162,6 +162,7 @@ class ServedEngine:
         runtime = {k: v for k, v in vars(s.runtime).items() if k != "progress"}
         return json.dumps({
             "backend": s.backend, "dtype": s.dtype, "context_len": plan.context_len, "seed": s.generation.seed,
+            "sampled": not s.generation.greedy,  # a vLLM-CPU engine that samples runs without chunked prefill
             "runtime": runtime, "adapter": bool(src.adapter_dir),
             "base": src.model_dir if src.adapter_dir else _architecture(src.model_dir),
             "tokenizer": plan.model_identity["tokenizer_sha256"]}, sort_keys=True, default=str)

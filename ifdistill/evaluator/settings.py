@@ -27,6 +27,10 @@ from typing import Any, List, Mapping, Optional
 from ifdistill.config import ConfigError, check_schema, register_schema
 
 BACKENDS = ("vllm", "hf")
+#: Field metadata of a setting that enters eval_config_hash only away from its default
+#: (:func:`ifdistill.evaluator.fingerprint.build_fingerprint`): one added after shipped configurations were
+#: hashed, so at its default every existing hash stays what it was.
+HASHED_WHEN_SET = "ifdistill_hashed_when_set"
 EXPORT_KINDS = ("auto", "adapter", "merged", "model")
 #: The sections of an ``ifdistill-eval`` tree; its other top-level keys are :class:`EvalRunSettings`.
 TREE_SECTIONS = ("paths", "model", "eval", "hydra")
@@ -80,6 +84,9 @@ class GenerationSettings:
     stop: List[str] = field(default_factory=list)
     stop_token_ids: List[int] = field(default_factory=list)  # besides the tokenizer's EOS
     seed: int = 0
+    # k responses per prompt, each with a seed of its own (the first one's is a single sampled evaluation's):
+    # reliable@k beside the mean pass rate (an instruction benchmark's; k > 1 needs greedy: false).
+    samples: int = field(default=1, metadata={HASHED_WHEN_SET: True})
 
 
 @dataclass
@@ -187,6 +194,16 @@ def eval_settings(node: Any) -> EvalSettings:
         g.strip_thinking = bool(g.enable_thinking)
     if g.max_new_tokens < 1:
         raise ConfigError(f"eval.generation.max_new_tokens must be >= 1, got {g.max_new_tokens}")
+    if not g.greedy and g.temperature <= 0:
+        raise ConfigError(f"eval.generation.temperature must be > 0 when sampling (greedy: false), got {g.temperature}")
+    if g.samples < 1:
+        raise ConfigError(f"eval.generation.samples must be >= 1, got {g.samples}")
+    if g.samples > 1 and g.greedy:
+        raise ConfigError(f"eval.generation.samples={g.samples} needs eval.generation.greedy=false: greedy "
+                          "decoding writes the same response every time")
+    if g.samples > 1 and not bench.samples_per_prompt:
+        raise ConfigError(f"eval.generation.samples={g.samples}: benchmark {bench.name} scores one response per "
+                          "prompt; k samples per prompt are for instruction benchmarks")
     if settings.fewshot.k < 0:
         raise ConfigError(f"eval.fewshot.k must be >= 0, got {settings.fewshot.k}")
     if settings.fewshot.k > 0 and settings.fewshot.pool is None:
@@ -202,7 +219,8 @@ def _refuse_foreign_sections(settings: EvalSettings, bench: Any, registry: Any) 
     own = set(bench.sections())
     for key, cls in benchmark_sections().items():
         if key not in own and getattr(settings, key) != cls():
-            owner = next((b.name for b in registry.ordered() if key in b.sections()), "another benchmark")
+            owner = next((b.name for b in registry.ordered() if key in b.sections()),
+                         cls.__module__.split(".")[-2])  # a folder with settings but no registration: its name
             raise ConfigError(f"config section 'eval': eval.{key} is set but is {owner}'s section and eval.benchmark "
                               f"is {bench.name}; remove eval.{key} or select eval.benchmark={owner}")
 

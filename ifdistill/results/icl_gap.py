@@ -72,7 +72,7 @@ def icl_gap(zero_shot_dir: str | os.PathLike, k_shot_dir: str | os.PathLike, *, 
                       "eval_config_hash": zero.eval_config_hash},
         "k_shot": {"path": str(kshot.path), "k": _k_of(kshot.eval_config), "metrics": kshot.metrics,
                    "eval_config_hash": kshot.eval_config_hash},
-        "benchmark": bench.name, "fractions": bench.fractions,
+        "benchmark": bench.name, "fraction": {m: bench.is_fraction(m) for m in comparison["metrics"]},
         "same_model": same_model,
         "config_differences": differing,
         "unexpected_differences": unexpected,
@@ -84,17 +84,17 @@ def render_markdown(gap: dict[str, Any]) -> str:
     z, k, g = gap["zero_shot"], gap["k_shot"], gap["gap"]
     kz = z["k"] if z["k"] is not None else 0
     kk = k["k"] if k["k"] is not None else "k"
-    header = ["metric", f"{kz}-shot", f"{kk}-shot", "gap (pp)"]
-    column = {"fraction": gap.get("fractions", True)}
-    header[-1] = "gap (pp)" if column["fraction"] else "gap"
-    rows = [[short_name(m), cell(column, z["metrics"].get(m), z["metrics"].get(f"{m}_stderr")),
-             cell(column, k["metrics"].get(m), k["metrics"].get(f"{m}_stderr")), delta_cell(column, d)]
+    fraction = gap["fraction"]  # per metric: percent and percentage points, else the metric's own unit
+    header = ["metric", f"{kz}-shot", f"{kk}-shot", "gap (pp)" if all(fraction.values()) else "gap (pp for percentages)"]
+    rows = [[short_name(m), *(cell({"fraction": fraction[m]}, side["metrics"].get(m), side["metrics"].get(f"{m}_stderr"))
+                                       for side in (z, k)), delta_cell({"fraction": fraction[m]}, d)]
             for m, d in g["metrics"].items()]
     kinds = sorted({d["se_kind"] for d in g["metrics"].values()}) or ["unpaired"]
     lines = ["# ICL gap", "", f"- {kz}-shot: `{z['path']}`", f"- {kk}-shot: `{k['path']}`", "",
              *markdown_table(header, rows), "",
              f"Gap = {kk}-shot minus {kz}-shot ± its {'/'.join(kinds)} standard error "
-             f"(n = {g['n_paired']} paired prompts or documents); `~`: under 2 standard errors (no gap to distil).", ""]
+             f"(n = {g['n_paired']} paired prompts or documents); `~`: under 2 standard errors (no gap to distil); "
+             "MDE: the smallest gap that rule finds 80 % of the time, (2 + 0.8416) x se.", ""]
     for mode in ("strict", "loose"):
         t, b = g["mcnemar"].get(mode), g["bootstrap"].get(mode)
         if t:

@@ -17,13 +17,21 @@ JSON-able dict; report.md, report.csv and report.html render from it (:mod:`ifdi
 - **Deltas** (row minus reference): paired per prompt / document when both sides have samples.jsonl
   (IFEval: :func:`ifdistill.results.paired.metric_delta`; lm-eval: the task's per-document metric,
   :func:`ifdistill.results.paired.document_delta`), else unpaired ``sqrt(se_a^2 + se_b^2)``. *Flat*:
-  ``|delta| < noise_se * se`` (default 2).
+  ``|delta| < noise_se * se`` (default 2). Beside each, the minimum detectable effect at 80 % power of
+  that rule, ``mde = (noise_se + 0.8416) * se`` (:mod:`ifdistill.results.power`).
 - **Verdict** (each row against the base; a gain and a regression in each column's better direction,
   :meth:`~ifdistill.benchmarks.base.Benchmark.is_higher_better`): a gain in the gain column (default IFEval prompt strict)
   beyond the threshold and no other column down beyond it -> ``wins``; the gain with such a regression ->
-  ``forgetting``; otherwise ``no clear gain``. A gain whose other columns are partly missing (or
-  evaluated with another eval config) and show no regression is an ``unverified gain``, never a win; the
-  columns a row lacks are named beside the verdict.
+  ``forgetting``. Without a gain: ``no clear gain`` when the gain column's MDE is at most the target
+  effect (``target_effect``, default 5 points for a column of fractions: the size of the differences the
+  published comparisons argue about), noted "could have detected >= MDE"; ``underpowered`` when it is
+  larger ("effects under MDE points are invisible here"). A gain whose other columns are partly missing
+  (or evaluated with another eval config) and show no regression is an ``unverified gain``, never a win;
+  the columns a row lacks are named beside the verdict.
+- **Seed groups** (runs equal but for the seed) of two or more seeds: the difference of the group's mean
+  from the base in every column, with a standard error that counts the spread across seeds as well as
+  the prompts' (:func:`ifdistill.results.power.crossed`, :func:`ifdistill.results.seed_groups.group_delta`),
+  its MDE and the same verdict rule on it.
 - **Reproducibility**: runs sharing config_hash, data manifest and seed (re-runs of one setup) must agree
   within noise in every column; a pair that does not is flagged.
 - **Sweep curves**: per seed group (runs equal but for the seed: one swept value) and column, the mean
@@ -45,7 +53,8 @@ from typing import Any
 
 from ifdistill.benchmarks import registry
 from ifdistill.evaluator import output as eval_output
-from ifdistill.results import paired
+from ifdistill.results import paired, power, seed_groups
+from ifdistill.results.verdicts import target_effect, verdict
 from ifdistill.results.runs import Evaluation, Run, data_manifest_digest, evaluations_of, read_evaluation
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +97,9 @@ class PageOptions:
     noise_se: float = paired.NOISE_SE  # a difference under this many standard errors is flat
     gain_column: str | None = None  # label of the verdict's gain column; default the first IFEval column
     compare: tuple[tuple[str, str], ...] = ()  # (row, reference row); default every row against the first
+    # the verdict's line between "no clear gain" and "underpowered", in the gain column's display unit
+    # (percentage points for fractions); None: verdicts.DEFAULT_TARGET_POINTS for fractions, else no line
+    target_effect: float | None = None
 
 
 @dataclasses.dataclass
@@ -123,7 +135,8 @@ class _Samples:
     """Per-document values, read once per evaluation directory through the one output reader."""
 
     def __init__(self) -> None:
-        self._rows: dict[str, Any] = {}
+        self._rows: dict[str, Any] = {}  # per-prompt decisions
+        self._docs: dict[str, Any] = {}  # samples.jsonl's rows as written
 
     def prompts(self, results_dir: str | None):
         if results_dir is None or not (Path(results_dir) / eval_output.SAMPLES_FILE).is_file():
@@ -135,9 +148,17 @@ class _Samples:
     def documents(self, results_dir: str | None, column: Column) -> dict[str, float] | None:
         if results_dir is None or not (Path(results_dir) / eval_output.SAMPLES_FILE).is_file():
             return None
-        if results_dir not in self._rows:
-            self._rows[results_dir] = list(eval_output.iter_sample_rows(results_dir))
-        return registry.get(column.benchmark).document_values(self._rows[results_dir], column.metric)
+        if results_dir not in self._docs:
+            self._docs[results_dir] = list(eval_output.iter_sample_rows(results_dir))
+        return registry.get(column.benchmark).document_values(self._docs[results_dir], column.metric)
+
+    def outcomes(self, results_dir: str | None, column: Column) -> power.Outcomes | None:
+        """``{key: (followed, counted)}`` of ``column``'s metric per prompt or document (``(value, 1)``)."""
+        if registry.get(column.benchmark).prompt_decisions:
+            prompts = self.prompts(results_dir)
+            return paired.outcomes(column.metric, prompts) if prompts else None
+        docs = self.documents(results_dir, column)
+        return {k: (v, 1) for k, v in docs.items()} if docs else None
 
 
 def _delta(column: Column, a: dict | None, b: dict | None, samples: _Samples, threshold: float) -> dict[str, Any]:
@@ -146,22 +167,18 @@ def _delta(column: Column, a: dict | None, b: dict | None, samples: _Samples, th
         return {"refused": "missing"}
     if a["mismatch"] or b["mismatch"] or a["eval_config_hash"] != b["eval_config_hash"]:
         return {"refused": "eval config differs"}
-    if registry.get(column.benchmark).prompt_decisions:
+    if registry.get(column.benchmark).is_prompt_decision(column.metric):
         metrics_a = {column.metric: a["value"], f"{column.metric}_stderr": a["se"]}
         metrics_b = {column.metric: b["value"], f"{column.metric}_stderr": b["se"]}
         d = paired.metric_delta(column.metric, metrics_a, samples.prompts(a["results_dir"]), metrics_b,
                                 samples.prompts(b["results_dir"]), threshold)
-        return {"delta": d["delta"], "se": d["se"], "se_kind": d["se_kind"], "n": d["n"],
-                "flat": d["within_2se"], "refused": None}
+        return paired.judged(d["delta"], d["se"], d["se_kind"], d["n"], threshold)
     docs_a, docs_b = samples.documents(a["results_dir"], column), samples.documents(b["results_dir"], column)
     d = paired.document_delta(docs_a, docs_b) if docs_a and docs_b else None
     if d is not None:
-        return {"delta": d["delta"], "se": d["se"], "se_kind": "paired", "n": d["n"],
-                "flat": paired.within_noise(d["delta"], d["se"], threshold), "refused": None}
-    delta = a["value"] - b["value"]
+        return paired.judged(d["delta"], d["se"], "paired", d["n"], threshold)
     se = (a["se"] ** 2 + b["se"] ** 2) ** 0.5 if a["se"] is not None and b["se"] is not None else None
-    return {"delta": delta, "se": se, "se_kind": "unpaired", "n": 0,
-            "flat": paired.within_noise(delta, se, threshold), "refused": None}
+    return paired.judged(a["value"] - b["value"], se, "unpaired", 0, threshold)
 
 
 def _mark_eval_configs(columns: Sequence[Column], cells: dict, base: str | None, notes: list[str]) -> dict[str, Any]:
@@ -182,25 +199,6 @@ def _mark_eval_configs(columns: Sequence[Column], cells: dict, base: str | None,
                              f"{c[col.label]['eval_config_hash']}, not the column's {ref}; marked ‡ and "
                              "left out of deltas and verdicts")
     return chosen
-
-
-def _better(column: Column, delta: float) -> float:
-    """``delta`` signed so that positive is better (:meth:`~ifdistill.benchmarks.base.Benchmark.is_higher_better`)."""
-    return delta if registry.get(column.benchmark).is_higher_better(column.metric) else -delta
-
-
-def _verdict(columns: Sequence[Column], gain: Column, deltas: dict[str, dict]) -> dict[str, Any]:
-    g = deltas[gain.label]
-    if g.get("refused"):
-        return {"verdict": "—", "note": f"no {gain.label} against base ({g['refused']})"}
-    gained = _better(gain, g["delta"]) > 0 and g["flat"] is False
-    down = [c.label for c in columns if c is not gain and not deltas[c.label].get("refused")
-            and _better(c, deltas[c.label]["delta"]) < 0 and deltas[c.label]["flat"] is False]
-    untested = [c.label for c in columns if c is not gain and deltas[c.label].get("refused")]
-    verdict = ("forgetting" if down else "unverified gain" if untested else "wins") if gained else "no clear gain"
-    notes = ([f"down: {', '.join(down)}"] if down and gained else []) + \
-            ([f"untested: {', '.join(untested)}"] if untested else [])
-    return {"verdict": verdict, "note": "; ".join(notes)}
 
 
 def _reproducibility(rows: Sequence[PageRow], reruns: Sequence[Run], columns: Sequence[Column],
@@ -232,12 +230,8 @@ def _sweep_curves(rows: Sequence[PageRow], columns: Sequence[Column], labels: di
                   column_hash: dict[str, str | None], notes: list[str]) -> list[dict]:
     """``[{group, label, runs, columns: {label: [{step, mean, se, n}]}}]`` per seed group (module docstring).
     Only evaluations with the column's eval_config_hash are averaged; the others are named in ``notes``."""
-    groups: dict[str, list[PageRow]] = {}
-    for r in rows:
-        if r.run is not None and r.kind == "run":
-            groups.setdefault(r.run.group_hash, []).append(r)
     out = []
-    for group, members in groups.items():
+    for group, members in group_rows(rows).items():
         curves = {}
         for col in columns:
             by_step: dict[int, list[float]] = {}
@@ -264,7 +258,33 @@ def _sweep_curves(rows: Sequence[PageRow], columns: Sequence[Column], labels: di
 
 
 # -- read by the forgetting analyses (ifdistill.results.tradeoff, format_task): the page's own rules --
-Samples, column_delta, verdict = _Samples, _delta, _verdict
+Samples, column_delta, cell = _Samples, _delta, _cell
+
+
+def group_rows(rows: Sequence[PageRow]) -> dict[str, list[PageRow]]:
+    """The run rows of each seed group (runs equal but for the seed), in order of first appearance."""
+    groups: dict[str, list[PageRow]] = {}
+    for r in rows:
+        if r.run is not None and r.kind == "run":
+            groups.setdefault(r.run.group_hash, []).append(r)
+    return groups
+
+
+def _seed_groups(rows: Sequence[PageRow], columns: Sequence[Column], cells: dict, base: str, gain: Column | None,
+                 samples: _Samples, options: PageOptions, labels: dict[str, str]) -> list[dict[str, Any]]:
+    """Every seed group of two or more seeds against the base: per column the delta of its mean, its
+    seed-aware standard error and MDE (:func:`ifdistill.results.seed_groups.group_delta`), and the verdict."""
+    out = []
+    for group, members in group_rows(rows).items():
+        if len(members) < 2:
+            continue
+        deltas = {c.label: seed_groups.group_delta([cells[m.name][c.label] for m in members], cells[base][c.label],
+                                                   lambda d, c=c: samples.outcomes(d, c), options.noise_se)
+                  for c in columns}
+        out.append({"group": group, "label": labels.get(group) or group[:10], "runs": [m.name for m in members],
+                    "seeds": [m.run.seed for m in members], "columns": deltas,
+                    "verdict": verdict(columns, gain, deltas, options.target_effect) if gain else None})
+    return out
 
 
 def page_rows(runs: Sequence[Run], base: Sequence[Path] | None) -> list[PageRow]:
@@ -276,6 +296,18 @@ def page_rows(runs: Sequence[Run], base: Sequence[Path] | None) -> list[PageRow]
     return rows + [PageRow(r.name, r.kind, r, evaluations_of(r)) for r in runs]
 
 
+def select_columns(rows: Sequence[PageRow], asked: Sequence[Column] | None, notes: list[str]) -> list[Column]:
+    """The columns asked for, else the default columns some row has (a note names those left out)."""
+    if asked is not None:
+        return list(asked)
+    defaults = default_columns()
+    columns = [c for c in defaults if any(_cell(r, c) for r in rows)]
+    left = [c.label for c in defaults if c not in columns]
+    if left:
+        notes.append(f"default column(s) no row has, left out: {', '.join(left)}")
+    return columns
+
+
 def build_page(runs: Sequence[Run], base: Sequence[Path] | None = None, options: PageOptions | None = None,
                reruns: Sequence[Run] = (), labels: dict[str, str] | None = None) -> dict[str, Any] | None:
     """The page from loaded runs; ``base``: the base model's evaluator output directories (one per
@@ -285,14 +317,7 @@ def build_page(runs: Sequence[Run], base: Sequence[Path] | None = None, options:
     options = options or PageOptions()
     notes: list[str] = []
     rows = page_rows(runs, base)
-    if options.columns is None:
-        defaults = default_columns()
-        columns = [c for c in defaults if any(_cell(r, c) for r in rows)]
-        left = [c.label for c in defaults if c not in columns]
-        if left:
-            notes.append(f"default column(s) no row has, left out: {', '.join(left)}")
-    else:
-        columns = list(options.columns)
+    columns = select_columns(rows, options.columns, notes)
     if not columns and options.columns is None:
         return None
     if not columns:
@@ -323,12 +348,15 @@ def build_page(runs: Sequence[Run], base: Sequence[Path] | None = None, options:
         for r in rows[1:]:
             against = {c.label: _delta(c, cells[r.name][c.label], cells[base_name][c.label], samples, options.noise_se)
                        for c in columns}
-            verdicts[r.name] = _verdict(columns, gain, against)
+            verdicts[r.name] = verdict(columns, gain, against, options.target_effect)
     elif gain is None:
         notes.append(f"no {registry.get(registry.default_name()).display} column: no verdicts")
     repro = _reproducibility(rows, reruns, columns, samples, options.noise_se)
+    groups = _seed_groups(rows, columns, cells, base_name, gain, samples, options, labels or {}) if base_name else []
     return {
-        "options": {"noise_se": options.noise_se, "gain_column": gain.label if gain else None},
+        "options": {"noise_se": options.noise_se, "gain_column": gain.label if gain else None,
+                    "target_effect": target_effect(gain, options.target_effect),
+                    "mde_multiplier": power.multiplier(options.noise_se)},
         "columns": [{**dataclasses.asdict(c), "eval_config_hash": column_hash[c.label],
                      "fraction": registry.get(c.benchmark).is_fraction(c.metric),
                      "higher_is_better": registry.get(c.benchmark).is_higher_better(c.metric)} for c in columns],
@@ -339,6 +367,7 @@ def build_page(runs: Sequence[Run], base: Sequence[Path] | None = None, options:
                   "cells": cells[r.name], "verdict": verdicts.get(r.name), "repro": repro.get(r.name)}
                  for r in rows],
         "deltas": deltas,
+        "seed_groups": groups,
         "curves": _sweep_curves(rows, columns, labels or {}, column_hash, notes),
         "notes": notes,
     }

@@ -3,7 +3,8 @@ self-contained HTML file.
 
 Fractions in percent with two decimals ± standard error, deltas in percentage points (other metrics in
 their own unit, :meth:`~ifdistill.benchmarks.base.Benchmark.is_fraction`); ``~`` marks a flat
-delta (under the page's noise threshold), ``(u)`` an unpaired one, ``‡`` a cell evaluated with another
+delta (under the page's noise threshold), ``u`` an unpaired one, ``MDE`` its minimum detectable effect at 80 %
+power (:mod:`ifdistill.results.power`), ``‡`` a cell evaluated with another
 eval config than its column, ``—`` a gap (the notes say which). report.html holds the same tables and
 every PNG inline as a base64 data URI, so it opens offline and can be published as one file.
 """
@@ -16,6 +17,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
+from ifdistill.results.verdicts import verdict_text
 from ifdistill.results.tables import cell as value_cell, delta_cell, markdown_table, num
 
 GAP = "—"
@@ -34,8 +36,7 @@ def _cell_text(cell: dict | None, column: dict) -> str:
 def _delta_text(d: dict, column: dict) -> str:
     if d.get("refused"):
         return GAP if d["refused"] == "missing" else f"{GAP} ({d['refused']})"
-    text = delta_cell(column, {"delta": d["delta"], "se": d["se"], "within_2se": d["flat"]})
-    return text + (" (u)" if d["se_kind"] == "unpaired" else "")
+    return delta_cell(column, {**d, "within_2se": d["flat"]}, mark_unpaired=True)
 
 
 def results_table(page: dict) -> tuple[list[str], list[list[str]]]:
@@ -45,7 +46,7 @@ def results_table(page: dict) -> tuple[list[str], list[list[str]]]:
     rows = []
     for r in page["rows"]:
         v, rep = r["verdict"], r["repro"]
-        verdict = GAP if v is None else v["verdict"] + (f" ({v['note']})" if v["note"] else "")
+        verdict = GAP if v is None else verdict_text(v)
         repro = GAP if rep is None else f"{rep['status']} (n={rep['n']})"
         rows.append([r["name"], r["method"] or r["kind"], _short(r["config_hash"]), _short(r["seed_group"]),
                      num(r["seed"]), *[_cell_text(r["cells"][c["label"]], c) for c in columns], verdict, repro])
@@ -60,16 +61,37 @@ def deltas_table(page: dict) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def seed_groups_table(page: dict) -> tuple[list[str], list[list[str]]]:
+    columns = page["columns"]
+    header = ["seed group", "seeds", *[f"Δ {c['label']}" for c in columns], "verdict"]
+    rows = [[g["label"], ", ".join(num(s) for s in g["seeds"]),
+             *[_delta_text(g["columns"][c["label"]], c) for c in columns], verdict_text(g["verdict"])]
+            for g in page.get("seed_groups") or []]
+    return header, rows
+
+
 def _legend(page: dict) -> str:
-    k = page["options"]["noise_se"]
+    options = page["options"]
+    k, gain, target = options["noise_se"], options["gain_column"], options.get("target_effect")
+    multiplier = options.get("mde_multiplier", k + 0.8416)
+    if gain is None:
+        rule = "No verdicts: no gain column (the page has no IFEval column; --gain-column names one). "
+    else:
+        fraction = next(c["fraction"] for c in page["columns"] if c["label"] == gain)
+        without = (f"no clear gain when its MDE is at most the target effect, {target:g}{' points' if fraction else ''} "
+                   "(it could have detected that), else underpowered (effects under its MDE are invisible here)"
+                   if target is not None else "no clear gain, its MDE beside it (--target-effect sets the line to "
+                   "underpowered)")
+        rule = (f"Verdict against base: a gain in {gain} beyond {k:g} se and no other column worse beyond {k:g} se "
+                "(each in its better direction) wins; the gain with a regression is forgetting, with a column "
+                f"missing an unverified gain. Without a gain: {without}. ")
     return (f"Percent ± standard error at each run's final evaluation (a metric that is not a fraction in its own "
             f"unit, four decimals). Deltas in percentage points (own unit) ± the "
             f"standard error of the difference, paired per prompt/document where both sides have samples, "
-            f"else unpaired (u); `~`: under {k:g} standard errors (flat). Verdict against base: a gain in "
-            f"{page['options']['gain_column']} beyond {k:g} se and no other column worse beyond {k:g} se (each in "
-            "its better direction) wins; "
-            "the gain with a regression is forgetting, with a column missing an unverified gain. ‡: another eval config than the column's (never "
-            "compared). —: no such evaluation.")
+            f"else unpaired (u); `~`: under {k:g} standard errors (flat). MDE: the minimum detectable effect at "
+            f"80 % power of that rule, ({k:g} + 0.8416) x se = {multiplier:.4f} se. " + rule +
+            "Seed groups: the group's mean against base, its se counting the spread across seeds as well as "
+            "the prompts'. ‡: another eval config than the column's (never compared). —: no such evaluation.")
 
 
 def render_markdown(page: dict, images: Collection[str] = ()) -> list[str]:
@@ -77,6 +99,8 @@ def render_markdown(page: dict, images: Collection[str] = ()) -> list[str]:
     lines = ["## Results page", "", _legend(page), "", *markdown_table(*results_table(page)), ""]
     if page["deltas"]:
         lines += ["### Deltas", "", *markdown_table(*deltas_table(page)), ""]
+    if page.get("seed_groups"):
+        lines += ["### Seed groups against base", "", *markdown_table(*seed_groups_table(page)), ""]
     differs = [(r["name"], d) for r in page["rows"] if r["repro"] for d in r["repro"]["differs"]]
     if differs:
         lines += ["### Reproducibility", "", "Re-runs (same config_hash, data manifest and seed) that differ "
@@ -105,7 +129,7 @@ def csv_columns(page: dict) -> dict[str, dict[str, Any]]:
             for field in ("value", "se", "step", "eval_config_hash", "mismatch"):
                 row[f"page.{c['label']}.{field}"] = cell.get(field)
             d = first.get(r["name"], {}).get("columns", {}).get(c["label"], {})
-            for field in ("delta", "se", "se_kind", "flat", "refused"):
+            for field in ("delta", "se", "se_kind", "flat", "mde", "refused"):
                 row[f"page.{c['label']}.delta_{field}"] = d.get(field)
         row["page.verdict"] = (r["verdict"] or {}).get("verdict")
         row["page.verdict_note"] = (r["verdict"] or {}).get("note")
@@ -132,6 +156,8 @@ def render_html(page: dict, title: str, images: Sequence[Path] = (), sections: S
              "<h2>Results</h2>", _html_table(*results_table(page))]
     if page["deltas"]:
         parts += ["<h2>Deltas</h2>", _html_table(*deltas_table(page))]
+    if page.get("seed_groups"):
+        parts += ["<h2>Seed groups against base</h2>", _html_table(*seed_groups_table(page))]
     if page["notes"]:
         parts += ["<h2>Notes</h2>", "<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in page["notes"]) + "</ul>"]
     for png in images:

@@ -18,6 +18,9 @@ A benchmark without per-prompt decisions (lm-eval, the judge) pairs its document
 document's own value of the metric (:meth:`~ifdistill.benchmarks.base.Benchmark.document_values`,
 :func:`document_delta`), else falls back to the unpaired standard error.
 
+Every delta carries its minimum detectable effect at 80 % power for the "under 2 standard errors" rule,
+``mde`` = (2 + 0.8416) x se (:mod:`ifdistill.results.power`).
+
 Tests (prompt level, strict and loose, benchmarks with per-prompt decisions): McNemar's exact test on
 the pass/fail vectors and a paired bootstrap percentile interval of the difference -- both from
 :mod:`ifdistill.statistics`.
@@ -35,8 +38,7 @@ from ifdistill.benchmarks import registry
 from ifdistill.benchmarks.base import Benchmark
 from ifdistill.statistics import clustered_ratio_stderr, mcnemar_exact, paired_bootstrap
 from ifdistill.evaluator.output import MODES, PromptResult, paired_samples
-
-NOISE_SE = 2.0  # "a difference smaller than 2 standard errors is not meaningful"
+from ifdistill.results.power import NOISE_SE, mde
 
 
 def _level_mode(metric: str) -> tuple[str, str]:
@@ -50,6 +52,14 @@ def within_noise(delta: float, se: float | None, threshold: float = NOISE_SE) ->
     if se is None or math.isnan(se):
         return None if delta != 0 else True
     return delta == 0 or abs(delta) < threshold * se
+
+
+def judged(delta: float, se: float | None, se_kind: str, n: int, threshold: float = NOISE_SE,
+           **extra: Any) -> dict[str, Any]:
+    """A delta as the results page keeps it: ``{delta, se, se_kind, n, flat, mde, refused: None}``, flat
+    under ``threshold`` standard errors (:func:`within_noise`), with its MDE."""
+    return {"delta": delta, "se": se, "se_kind": se_kind, "n": n, "flat": within_noise(delta, se, threshold),
+            "mde": mde(se, threshold), "refused": None, **extra}
 
 
 def document_delta(run_values: Mapping[str, float], ref_values: Mapping[str, float]) -> dict[str, Any] | None:
@@ -66,18 +76,26 @@ def document_delta(run_values: Mapping[str, float], ref_values: Mapping[str, flo
             "se": clustered_ratio_stderr(d, [1] * len(d)), "n": len(keys)}
 
 
+def outcome(metric: str, result: PromptResult) -> tuple[int, int]:
+    """One prompt's ``(followed, counted)`` of a per-prompt-decision metric: ``(0 or 1, 1)`` at prompt
+    level, ``(instructions followed, instructions)`` at instruction level."""
+    level, mode = _level_mode(metric)
+    if level == "prompt":
+        return int(result.prompt(mode)), 1
+    return sum(result.inst(mode)), len(result.inst(mode))
+
+
+def outcomes(metric: str, samples: Sequence[PromptResult]) -> dict[str, tuple[int, int]]:
+    """``{prompt key: (followed, counted)}`` of one evaluation (:func:`outcome`), for the seed groups' and
+    the planner's estimates (:mod:`ifdistill.results.power`)."""
+    return {str(r.key): outcome(metric, r) for r in samples}
+
+
 def _paired_metric(metric: str, run: Sequence[PromptResult], ref: Sequence[PromptResult]
                    ) -> tuple[float, float, float, float]:
     """``(run value, reference value, delta, paired se)`` computed from aligned samples."""
-    level, mode = _level_mode(metric)
-    if level == "prompt":
-        a = [int(r.prompt(mode)) for r in run]
-        b = [int(r.prompt(mode)) for r in ref]
-        m = [1] * len(a)
-    else:
-        a = [sum(r.inst(mode)) for r in run]
-        b = [sum(r.inst(mode)) for r in ref]
-        m = [len(r.inst(mode)) for r in run]
+    a, m = zip(*(outcome(metric, r) for r in run))
+    b = [outcome(metric, r)[0] for r in ref]
     total = sum(m)
     d = [x - y for x, y in zip(a, b)]
     return sum(a) / total, sum(b) / total, sum(d) / total, clustered_ratio_stderr(d, m)
@@ -95,7 +113,7 @@ def metric_delta(metric: str, run_metrics: Mapping[str, Any], run_samples: Seque
         return unpaired_delta(metric, run_metrics, ref_metrics, threshold)
     a, b, delta, se = _paired_metric(metric, run_al, ref_al)
     return {"run": a, "reference": b, "delta": delta, "se": se, "se_kind": "paired",
-            "within_2se": within_noise(delta, se, threshold), "n": len(run_al)}
+            "within_2se": within_noise(delta, se, threshold), "mde": mde(se, threshold), "n": len(run_al)}
 
 
 def unpaired_delta(metric: str, run_metrics: Mapping[str, Any], ref_metrics: Mapping[str, Any],
@@ -104,12 +122,12 @@ def unpaired_delta(metric: str, run_metrics: Mapping[str, Any], ref_metrics: Map
     without the metric gives ``se_kind`` ``missing`` and no delta."""
     if run_metrics.get(metric) is None or ref_metrics.get(metric) is None:
         return {"run": run_metrics.get(metric), "reference": ref_metrics.get(metric), "delta": None,
-                "se": math.nan, "se_kind": "missing", "within_2se": None, "n": 0}
+                "se": math.nan, "se_kind": "missing", "within_2se": None, "mde": None, "n": 0}
     a, b = float(run_metrics[metric]), float(ref_metrics[metric])
     se_a, se_b = run_metrics.get(f"{metric}_stderr"), ref_metrics.get(f"{metric}_stderr")
     se = math.sqrt(se_a**2 + se_b**2) if se_a is not None and se_b is not None else math.nan
     return {"run": a, "reference": b, "delta": a - b, "se": se, "se_kind": "unpaired",
-            "within_2se": within_noise(a - b, se, threshold), "n": 0}
+            "within_2se": within_noise(a - b, se, threshold), "mde": mde(se, threshold), "n": 0}
 
 
 def _document_metric(bench: Benchmark, metric: str, run_metrics: Mapping[str, Any],
@@ -122,7 +140,13 @@ def _document_metric(bench: Benchmark, metric: str, run_metrics: Mapping[str, An
     d = document_delta(docs_a, docs_b) if docs_a and docs_b else None
     if d is None:
         return unpaired_delta(metric, run_metrics, ref_metrics)
-    return {**d, "se_kind": "paired", "within_2se": within_noise(d["delta"], d["se"])}
+    return {**d, "se_kind": "paired", "within_2se": within_noise(d["delta"], d["se"]), "mde": mde(d["se"])}
+
+
+def _documents(samples: Sequence[PromptResult] | None) -> list[dict[str, Any]] | None:
+    """Per-prompt decisions as the document rows :meth:`~ifdistill.benchmarks.base.Benchmark.document_values`
+    reads (each prompt's own metric values)."""
+    return None if samples is None else [{"key": r.key, "metrics": dict(r.values)} for r in samples]
 
 
 def compare(run_metrics: Mapping[str, Any], run_samples: Sequence[Any] | None,
@@ -134,7 +158,7 @@ def compare(run_metrics: Mapping[str, Any], run_samples: Sequence[Any] | None,
     ``*_samples``: per-prompt decisions where the benchmark has them, else samples.jsonl's rows.
 
     Returns ``{"paired": bool, "n_paired": int, "metrics": {name: {run, reference, delta, se,
-    se_kind, within_2se}}, "mcnemar": {mode: {gained, lost, n_discordant, p_value}},
+    se_kind, within_2se, mde}}, "mcnemar": {mode: {gained, lost, n_discordant, p_value}},
     "bootstrap": {mode: {difference, ci_low, ci_high, confidence, ...}}}``; the two tests are empty
     when unpaired or without per-prompt decisions.
     """
@@ -154,7 +178,11 @@ def compare(run_metrics: Mapping[str, Any], run_samples: Sequence[Any] | None,
     paired = len(run_al) >= 2
     out.update(paired=paired, n_paired=len(run_al))
     for metric in metrics:
-        result = metric_delta(metric, run_metrics, run_samples, ref_metrics, ref_samples)
+        if bench.is_prompt_decision(metric):
+            result = metric_delta(metric, run_metrics, run_samples, ref_metrics, ref_samples)
+        else:  # a prompt's own value of it (reliable@k, ...), paired by key as documents are
+            result = _document_metric(bench, metric, run_metrics, _documents(run_samples), ref_metrics,
+                                      _documents(ref_samples))
         out["metrics"][metric] = {k: v for k, v in result.items() if k != "n"}
     if paired:
         for mode in MODES:

@@ -70,6 +70,19 @@ def _key_columns(runs: Sequence[Run], limit: int) -> list[str]:
     return declared + extra[: max(0, limit - len(declared))]
 
 
+def group_labels(runs: Sequence[Run], key_columns: Sequence[str] | None = None) -> dict[str, str]:
+    """A name per seed group: its method and the key config values that tell the runs apart
+    (``key_columns``; default the report's, :func:`_key_columns`), e.g. ``sft ratio=0.18`` -- those every run
+    has (one method's own settings, absent from the others', are the method's name already)."""
+    from ifdistill.results.tables import value
+
+    keys = _key_columns(runs, ReportOptions.max_key_columns) if key_columns is None else key_columns
+    values = {id(r): {k: r.key_values.get(k, run_config.flatten(r.config).get(k)) for k in keys} for r in runs}
+    shared = [k for k in keys if all(values[id(r)][k] is not None for r in runs)]
+    return {r.group_hash: " ".join([r.method or r.kind] + [f"{k}={value(values[id(r)][k])}" for k in shared])
+            for r in runs}
+
+
 def report_columns(runs: Sequence[Run]) -> list[dict[str, Any]]:
     """``[{metric, name, label, benchmark, fraction}]``: the metrics the runs' final checkpoints report, in
     first-seen order (the tables' columns). ``name``: the metric as its benchmark names it; ``metric``: the
@@ -82,7 +95,7 @@ def report_columns(runs: Sequence[Run]) -> list[dict[str, Any]]:
     out = []
     for b, m in found:
         bench = registry.get(b)
-        out.append({"metric": f"{b}:{m}" if several else m, "name": m, "benchmark": b, "fraction": bench.fractions,
+        out.append({"metric": f"{b}:{m}" if several else m, "name": m, "benchmark": b, "fraction": bench.is_fraction(m),
                     "label": f"{bench.display} {short_name(m)}" if several else short_name(m)})
     return out
 

@@ -169,12 +169,18 @@ def discover(paths: Sequence[str | os.PathLike]) -> list[tuple[str, Path]]:
     return found
 
 
-def _checkpoint(run_dir: Path, entry: Mapping[str, Any], section: str | None = None) -> Checkpoint:
+def results_dir_of(run_dir: str | os.PathLike, entry: Mapping[str, Any]) -> Path | None:
+    """A metrics.json entry's evaluator output dir: its ``results_dir``, relative to the run directory
+    (as the callback records it) or absolute; None when the entry names none."""
     results_dir = entry.get("results_dir")
-    path = None
-    if results_dir:
-        path = Path(results_dir)
-        path = path if path.is_absolute() else run_dir / path
+    if not results_dir:
+        return None
+    path = Path(results_dir)
+    return path if path.is_absolute() else Path(run_dir) / path
+
+
+def _checkpoint(run_dir: Path, entry: Mapping[str, Any], section: str | None = None) -> Checkpoint:
+    path = results_dir_of(run_dir, entry)
     output = eval_output.load(path) if path is not None and eval_output.is_eval_dir(path) else None
     metrics = dict(entry.get("metrics") or (output.metrics if output else {}))
     per_type = dict(entry.get("per_instruction_type") or (output.per_instruction_type if output else {}))
@@ -305,6 +311,19 @@ def load_all(paths: Sequence[str | os.PathLike], notes: list[str] | None = None,
     return runs
 
 
+def base_dirs(base_model: str | Path | None) -> list[Path]:
+    """The base model's evaluator output directories: ``base_model`` itself, or those under it (one
+    per benchmark)."""
+    if not base_model:
+        return []
+    if eval_output.is_eval_dir(base_model):
+        return [Path(base_model)]
+    dirs = [p for kind, p in discover([base_model]) if kind == "eval"]
+    if not dirs:
+        raise FileNotFoundError(f"{base_model}: --base-model holds no results.json (an evaluator output dir)")
+    return dirs
+
+
 def find_run(runs: Sequence[Run], name_or_dir: str) -> Run:
     """The run named ``name_or_dir``, or whose directory is that path."""
     for r in runs:
@@ -359,10 +378,7 @@ def evaluations_of(run: Run) -> dict[str, list[Evaluation]]:
     for section, entries in sections.items():
         evals = []
         for entry in entries.values():
-            path = Path(entry["results_dir"]) if entry.get("results_dir") else None
-            if path is not None and not path.is_absolute():
-                path = run.path / path
-            evals.append(read_evaluation(section, int(entry["step"]), entry, path))
+            evals.append(read_evaluation(section, int(entry["step"]), entry, results_dir_of(run.path, entry)))
         if evals:
             out[section] = sorted(evals, key=lambda e: e.step)
     return out

@@ -44,15 +44,23 @@ def cell(column: dict, v: float | None, se: float | None = None) -> str:
     return num(v) if _missing(se) else f"{num(v)} ± {num(se)}"
 
 
-def delta_cell(column: dict, d: dict | None) -> str:
-    """A delta ``{delta, se, within_2se}`` of a report column (percentage points for fractions)."""
+def delta_cell(column: dict, d: dict | None, mark_unpaired: bool = False) -> str:
+    """A delta ``{delta, se, within_2se, mde}`` of a report column (percentage points for fractions), its
+    minimum detectable effect beside it: ``+4.17 ± 4.20 ~ (MDE 11.93)``; ``mark_unpaired``: an unpaired
+    one (``se_kind``) says so, ``(u, MDE 22.13)``."""
     if not d:
         return "–"
-    if column.get("fraction", True):
-        return signed(d["delta"], d["se"], d["within_2se"])
-    if _missing(d["delta"]):
+    fraction = column.get("fraction", True)
+    if fraction:
+        text = signed(d["delta"], d["se"], d["within_2se"])
+    elif _missing(d["delta"]):
         return "–"
-    return f"{d['delta']:+.4f}" + ("" if _missing(d["se"]) else f" ± {d['se']:.4f}") + (" ~" if d["within_2se"] else "")
+    else:
+        text = f"{d['delta']:+.4f}" + ("" if _missing(d["se"]) else f" ± {d['se']:.4f}") + (" ~" if d["within_2se"] else "")
+    tags = ["u"] if mark_unpaired and d.get("se_kind") == "unpaired" else []
+    if not _missing(d.get("mde")) and not _missing(d["delta"]):
+        tags.append(f"MDE {100 * d['mde']:.2f}" if fraction else f"MDE {d['mde']:.4f}")
+    return text + (f" ({', '.join(tags)})" if tags else "")
 
 
 def num(v: Any, digits: int = 4) -> str:
@@ -137,7 +145,8 @@ def _deltas_section(report: dict) -> list[str]:
     against = "each benchmark's baseline" if several else report["baseline"]
     return [f"## Deltas against {against}", "",
             f"Run minus {against} (fractions in percentage points) ± the standard error of the "
-            "difference; `~` marks a difference under 2 standard errors (noise). "
+            "difference; `~` marks a difference under 2 standard errors (noise); MDE: the minimum detectable "
+            "effect at 80 % power of that rule, (2 + 0.8416) x se. "
             + ("McNemar: prompts gained / lost and the exact two-sided p-value. " if tested else "")
             + "An eval config that differs from the baseline's makes the comparison unfair.", "",
             *markdown_table(header, rows), ""]
@@ -272,7 +281,7 @@ def _flat_run_row(run: dict, delta: dict | None, keys: Sequence[str]) -> dict[st
     row.update({k: run[k] for k in ("tfa", "tfa_step", "tfce", "tfce_step", "num_prompts", "eval_config_hash")})
     if delta is not None:
         for m, d in delta["metrics"].items():
-            for field in ("delta", "se", "se_kind", "within_2se"):
+            for field in ("delta", "se", "se_kind", "within_2se", "mde"):
                 row[f"delta.{m}.{field}"] = d[field]
         for mode in MODES:
             for field in ("gained", "lost", "p_value"):

@@ -8,7 +8,7 @@ time. Here each run (and, with ``per_checkpoint``, each of its evaluated checkpo
   gain column, with its standard error;
 - **worst regression**: of the other columns, the one whose paired delta against the base is lowest
   (most negative), with its standard error and its label;
-- **verdict**: the page's own rule (:func:`ifdistill.results.page.verdict`) on the same deltas;
+- **verdict**: the page's own rule (:func:`ifdistill.results.verdicts.verdict`) on the same deltas;
 - **drift**: KL(base || model) per supervised token on the run's first new-data held-out set at that
   step (:mod:`ifdistill.train.drift`; the latest validation at or before the step), when logged.
 
@@ -29,7 +29,8 @@ from typing import Any
 
 from ifdistill.benchmarks import registry
 from ifdistill.results import run_config
-from ifdistill.results.page import Column, PageRow, Samples, column_delta, verdict
+from ifdistill.results.page import Column, PageRow, Samples, column_delta
+from ifdistill.results.verdicts import verdict
 from ifdistill.results.runs import Evaluation
 
 DRIFT_KEY = "kl_base_model"

@@ -5,8 +5,9 @@ run. ``config_hash`` is the sha256 of the resolved config with the keys that can
 weights removed, serialised as canonical JSON (sorted keys). :data:`HASH_IGNORE` is the one list of
 those keys (dotted paths, ``*`` allowed as the last component): where files go (``paths``), Hydra's
 own node, loggers, callbacks, the ``eval`` section (what is measured, not what is trained), the
-``run`` section (resume policy, checkpoint and evaluation cadence), ``task_name`` and the trainer's
-display settings. ``run.hash_ignore`` may replace the list for one run; the list used is recorded in
+``run`` section (resume policy, checkpoint and evaluation cadence), ``task_name``, the trainer's
+display settings and ``kernels`` (compiled layers and fused kernels compute the same step up to float
+rounding: docs/gpu.md says why that is kept out of the hash). ``run.hash_ignore`` may replace the list for one run; the list used is recorded in
 ``run.json`` next to the hash. Two invocations that train the same thing get the same hash wherever
 they write, however they log and whatever they evaluate; change a learning rate, a seed, the data or
 the strategy and the hash changes. The report's grouping of seed replicates
@@ -57,6 +58,9 @@ HASH_IGNORE = (
     "trainer.enable_progress_bar", "trainer.enable_model_summary", "trainer.log_every_n_steps",
     "method.cache_dir",  # where the teacher cache lives, not what it holds (its content is addressed)
     "method.cache_views_per_shard", "method.cache_claim_expiry_s",  # how jobs share the pass, not its numbers
+    # how the same step is executed (compiled layers, fused kernels): its losses and gradients equal the eager
+    # step's within float rounding (tests/unit/train/test_compiled_step.py; docs/gpu.md)
+    "kernels",
 )
 RUN_JSON = "run.json"
 CONFIG_YAML = "config.yaml"

@@ -162,6 +162,21 @@ def chunked_sums(hidden: torch.Tensor, head: nn.Module, targets: torch.Tensor,
         return call_as_forward(head, forward, hidden)
 
 
+def compute_copy(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """``t`` detached, in autocast's dtype when autocast would cast it: once per step, not at every chunk.
+
+    Autocast caches its cast of a weight only for a leaf that requires grad; a detached float32 weight (full
+    fine-tuning's head, a LoRA head's adapter) would be cast again by every chunk's matmul -- at Qwen3's
+    vocabulary a (151,936 x 2,048) copy per chunk. The values are the ones autocast computes with."""
+    if t is None:
+        return None
+    t = t.detach()
+    device = t.device.type
+    if t.dtype == torch.float32 and torch.is_autocast_enabled(device):
+        return t.to(torch.get_autocast_dtype(device))
+    return t
+
+
 @contextlib.contextmanager
 def _tf32_matmuls(enabled: bool):
     """float32 matmuls on TF32 tensor cores while inside (CUDA only; restored after)."""
@@ -236,8 +251,8 @@ def chunked_head_objective(hidden: torch.Tensor, head: Head, targets: torch.Tens
         n = h.shape[0]
         grad_h, grad_d = zeros_like(h, None), zeros_like(d, None)
         grad_w, grad_b, grad_a, grad_bb = zeros_like(w), zeros_like(b), zeros_like(a), zeros_like(bb)
-        w_, b_ = w.detach(), None if b is None else b.detach()
-        a_, bb_ = (a.detach(), bb.detach()) if lora else (None, None)
+        w_, b_ = compute_copy(w), compute_copy(b)
+        a_, bb_ = (compute_copy(a), compute_copy(bb)) if lora else (None, None)
         s = head.scaling
         loss = torch.zeros((), dtype=torch.float32, device=h.device)
         sums: dict[str, torch.Tensor] = {}
@@ -271,8 +286,8 @@ def chunked_head_objective(hidden: torch.Tensor, head: Head, targets: torch.Tens
             if b is not None and b.requires_grad:
                 grad_b += g.sum(0)
             if lora:
-                gs = (g * s).to(bb_.dtype)
-                g_u = gs @ bb_  # dL/du, (c, r)
+                gs = (g * s).to(bb.dtype)  # in the adapter's own dtype for its weight gradient below
+                g_u = gs.to(bb_.dtype) @ bb_  # dL/du, (c, r)
                 if d.requires_grad:
                     grad_d[rows] = g_u @ a_
                 if a.requires_grad:

@@ -29,7 +29,7 @@ only its light ``hooks`` module: :func:`method_hooks`) and ask it, through the c
 and overrides only what differs -- the model of TRL's trainers, where GKD is SFT with its own loss and
 generation. Its constructor takes two objects: :class:`TrainingInputs`, what training supplies from outside
 the ``method`` section (model, peft, optim, seed, the held-out names, dtype, gradient checkpointing, logit
-chunking, validation at start), and the section itself as the method's settings class
+chunking, validation at start, kernels), and the section itself as the method's settings class
 (:attr:`MethodHooks.settings_class`, extending :class:`~ifdistill.methods.sft.settings.SFTSettings` as
 TRL's ``GKDConfig`` extends ``SFTConfig``; :func:`method_settings`).
 
@@ -79,6 +79,9 @@ class TrainingInputs:
     validate_at_start: bool = field(default=False, metadata={FROM: "run.validate_at_start"})
     # also log the held-out KL to the base model (ifdistill.train.drift)
     drift_from_base: bool = field(default=False, metadata={FROM: "run.drift_from_base"})
+    # how the step is executed: compiled decoder layers and loss, Liger's kernels (ifdistill.train.compile);
+    # None: the schema's defaults (auto: on CUDA)
+    kernels: Optional[Mapping[str, Any]] = field(default=None, metadata={FROM: "the kernels section"})
 
 
 #: Each :class:`TrainingInputs` field with where its value comes from. Preflight refuses a ``method`` section

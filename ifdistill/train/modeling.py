@@ -78,11 +78,18 @@ def _quantization_config(quantize: Optional[str]):
 
 
 def load_causal_lm(name_or_path: str, *, dtype: str | torch.dtype = "float32", revision: Optional[str] = None,
-                   attn_implementation: Optional[str] = "sdpa", quantize: Optional[str] = None) -> nn.Module:
+                   attn_implementation: Optional[str] = "sdpa", quantize: Optional[str] = None,
+                   liger: bool = False) -> nn.Module:
     """A Hugging Face causal LM in train mode (``from_pretrained`` returns eval mode: dropout off);
-    ``attn_implementation`` ``auto``/``None``: :func:`~ifdistill.train.packed_attention.default_attn_implementation`."""
-    from transformers import AutoModelForCausalLM
+    ``attn_implementation`` ``auto``/``None``: :func:`~ifdistill.train.packed_attention.default_attn_implementation`;
+    ``liger``: Liger's kernels patched in before the model is built (:func:`ifdistill.train.compile.apply_liger`)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
 
+    path = resolve_model_path(name_or_path)
+    if liger:
+        from ifdistill.train.compile import apply_liger
+
+        apply_liger(AutoConfig.from_pretrained(path, revision=revision).model_type)
     kwargs: dict[str, Any] = {"dtype": torch_dtype(dtype),
                               "attn_implementation": resolve_attn_implementation(attn_implementation)}
     if revision:
@@ -90,7 +97,7 @@ def load_causal_lm(name_or_path: str, *, dtype: str | torch.dtype = "float32", r
     qconf = _quantization_config(quantize)
     if qconf is not None:
         kwargs["quantization_config"] = qconf
-    model = AutoModelForCausalLM.from_pretrained(resolve_model_path(name_or_path), **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     model.config.use_cache = False
     if qconf is not None:
         from peft import prepare_model_for_kbit_training
@@ -118,7 +125,7 @@ def apply_lora(model: nn.Module, peft_cfg: Mapping[str, Any]) -> nn.Module:
 
 def build_model(model_cfg: Mapping[str, Any], peft_cfg: Optional[Mapping[str, Any]] = None, *,
                 dtype: Optional[str] = None, gradient_checkpointing: bool = False,
-                attn_implementation: Optional[str] = None, trainable: bool = True) -> nn.Module:
+                attn_implementation: Optional[str] = None, trainable: bool = True, liger: bool = False) -> nn.Module:
     """The model a training module wraps: base LM (+ LoRA when ``peft_cfg.method == 'lora'``).
 
     ``attn_implementation`` overrides ``model.attn_implementation`` (default ``auto``). A fully trained
@@ -135,7 +142,7 @@ def build_model(model_cfg: Mapping[str, Any], peft_cfg: Optional[Mapping[str, An
         dtype = "float32"
     model = load_causal_lm(model_cfg["name_or_path"], dtype=dtype, revision=model_cfg.get("revision"),
                            attn_implementation=attn_implementation or model_cfg.get("attn_implementation"),
-                           quantize=quantize)
+                           quantize=quantize, liger=liger)
     if gradient_checkpointing:
         # Non-reentrant checkpointing needs no input gradients, so it works with frozen embeddings (LoRA).
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

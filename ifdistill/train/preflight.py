@@ -8,8 +8,8 @@ first in :func:`ifdistill.train.run.train` (and so before the run directory is c
   and top-level keys against :data:`TOP_LEVEL` and the sections the method reads (``+foo=1`` is a typo, not a setting);
 - the keys of every section that builds an object (``trainer``, ``method``, ``logger``, each callback)
   against the signature of its ``_target_`` -- ``+trainer.max_stepz=5`` fails here, naming the key;
-- ranges (:data:`RANGES`): ``data.ratio`` in [0, 1), ``optim.lr`` > 0, ``trainer.max_steps`` >= 1,
-  ``trainer.devices`` >= 1, batch sizes and cadences >= 1, ...;
+- ranges (:func:`check_ranges`, each section's from its dataclass): ``data.ratio`` in [0, 1), ``optim.lr``
+  > 0, ``trainer.max_steps`` >= 1, ``trainer.devices`` >= 1, batch sizes and cadences >= 1, ...;
 - the data: the ``data`` section resolves with ``method`` and ``model`` (:meth:`DataConfig.resolve`), there is at least one new-data
   source, and each local source file exists and its first :data:`SAMPLE_ROWS` rows load with the same
   loader training uses (:func:`ifdistill.data.sources.load_source`), so a malformed row is named by file,
@@ -26,18 +26,17 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import numbers
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from ifdistill.config import ConfigError, check_sections, lookup
+from ifdistill.config import ConfigError, Range, check_sections, is_int, lookup, range_problems
 from ifdistill.train.strategy_settings import strategy_name
 
 SAMPLE_ROWS = 50  # rows of each local data file loaded (and so validated) before training starts
 # Top-level keys of conf/train.yaml and its groups; anything else is a typo (`+lr=1e-3`).
-TOP_LEVEL = frozenset({"task_name", "seed", "gradient_checkpointing", "logit_chunk_size", "optim", "datamodule", "run", "callbacks",
-                       "paths", "model", "data", "method", "peft", "trainer", "logger", "eval", "hydra"})
+TOP_LEVEL = frozenset({"task_name", "seed", "gradient_checkpointing", "logit_chunk_size", "optim", "datamodule", "run",
+                       "kernels", "callbacks", "paths", "model", "data", "method", "peft", "trainer", "logger", "eval", "hydra"})
 # (+ the sections the method reads, MethodHooks.sections: off-policy distillation's teacher_pass)
 # Sections built by Hydra's instantiate, checked against their _target_'s signature.
 TARGETS = ("trainer", "method", "logger")
@@ -47,14 +46,6 @@ class PreflightError(ConfigError):
     """The config cannot train; the message lists every problem found, each naming its key or file."""
 
 
-def _int(v: Any) -> bool:
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
-
-def _num(v: Any) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, bool)
-
-
 def _devices_ok(v: Any) -> bool:
     if v == "auto" or (isinstance(v, (list, tuple)) and v):
         return True
@@ -62,47 +53,31 @@ def _devices_ok(v: Any) -> bool:
         v = int(v)
     if isinstance(v, str):  # "0,1": explicit device ids
         return bool(v.strip(" ,"))
-    return _int(v) and (v >= 1 or v == -1)
+    return is_int(v) and (v >= 1 or v == -1)
 
 
-# (dotted key, check, what it must be); a key absent from the config is not checked.
-RANGES: list[tuple[str, Callable[[Any], bool], str]] = [
-    ("data.ratio", lambda v: _num(v) and 0 <= v < 1, "a number in [0, 1)"),
-    ("data.total", lambda v: v is None or (_int(v) and v >= 1), "null or an integer >= 1"),
-    ("data.heldout", lambda v: _int(v) and v >= 0, "an integer >= 0"),
-    ("data.max_length", lambda v: v is None or (_int(v) and v >= 1), "null or an integer >= 1"),
-    ("optim.lr", lambda v: _num(v) and v > 0, "a number > 0"),
-    ("optim.weight_decay", lambda v: _num(v) and v >= 0, "a number >= 0"),
-    ("optim.warmup_steps", lambda v: _int(v) and v >= 0, "an integer >= 0"),
-    ("optim.min_lr_ratio", lambda v: _num(v) and 0 <= v <= 1, "a number in [0, 1]"),
-    ("trainer.max_steps", lambda v: _int(v) and v >= 1, "an integer >= 1 (optimizer steps to train)"),
-    ("trainer.devices", _devices_ok, "an integer >= 1 (or -1, 'auto', a list of device ids)"),
-    ("trainer.num_nodes", lambda v: _int(v) and v >= 1, "an integer >= 1"),
-    ("trainer.accumulate_grad_batches", lambda v: _int(v) and v >= 1, "an integer >= 1"),
-    ("trainer.log_every_n_steps", lambda v: _int(v) and v >= 1, "an integer >= 1"),
-    ("datamodule.micro_batch_size", lambda v: _int(v) and v >= 1, "an integer >= 1"),
-    ("datamodule.val_batch_size", lambda v: _int(v) and v >= 1, "an integer >= 1"),
-    ("datamodule.num_workers", lambda v: v is None or (_int(v) and v >= 0), "null or an integer >= 0"),
-    ("datamodule.packing", lambda v: v in (True, False, "auto"), "true, false or auto"),
-    ("run.checkpoint_every_n_steps", lambda v: _int(v) and v >= 1, "an integer >= 1"),
-    ("run.eval_every_n_steps", lambda v: _int(v) and v >= 1, "an integer >= 1"),
-    ("run.keep_last_checkpoints", lambda v: _int(v) and v >= 1, "an integer >= 1 (a run resumes from the last)"),
-    ("run.resume", lambda v: v in ("auto", "never", "required"), "auto, never or required"),
-    ("run.on_nonfinite", lambda v: v in ("stop", "skip"), "stop or skip"),
-    ("run.max_skipped_steps", lambda v: _int(v) and v >= 0, "an integer >= 0"),
-]
-
-
-_ABSENT = object()
+#: The ranges of ``trainer``, Lightning's Trainer arguments (no dataclass of ifdistill's holds them); the
+#: plain-data sections' are their dataclasses' ``ranges`` (:func:`check_ranges`).
+TRAINER_RANGES: tuple[Range, ...] = (
+    ("max_steps", lambda v: is_int(v) and v >= 1, "an integer >= 1 (optimizer steps to train)"),
+    ("devices", _devices_ok, "an integer >= 1 (or -1, 'auto', a list of device ids)"),
+    ("num_nodes", lambda v: is_int(v) and v >= 1, "an integer >= 1"),
+    ("accumulate_grad_batches", lambda v: is_int(v) and v >= 1, "an integer >= 1"),
+    ("log_every_n_steps", lambda v: is_int(v) and v >= 1, "an integer >= 1"),
+)
 
 
 def check_ranges(tree: Mapping[str, Any]) -> list[str]:
-    problems = []
-    for key, ok, what in RANGES:
-        value = lookup(tree, key, _ABSENT)
-        if value is not _ABSENT and not ok(value):
-            problems.append(f"{key}={value!r} must be {what}")
-    return problems
+    """Each section's values against its ranges: a plain-data section's dataclass holds them (``ranges``:
+    ``data``'s :class:`~ifdistill.data.build.DataConfig`, ``optim``, ``datamodule`` and ``run``'s schemas), the
+    trainer's are :data:`TRAINER_RANGES`; a key the tree does not hold is not checked."""
+    from ifdistill.data.build import DataConfig
+    from ifdistill.train.schemas import SCHEMAS
+
+    homes = {"data": DataConfig.ranges, "trainer": TRAINER_RANGES,
+             **{name: schema.ranges for name, schema in SCHEMAS.items() if hasattr(schema, "ranges")}}
+    return [problem for name, ranges in homes.items() if isinstance(tree.get(name), Mapping)
+            for problem in range_problems(tree[name], ranges, name)]
 
 
 def check_target_keys(node: Any, name: str) -> list[str]:

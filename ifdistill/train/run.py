@@ -170,7 +170,7 @@ def build_module(config: TrainConfig, *, val_names: list[str], on_gpu: bool):
                             optim=config.section("optim"), seed=config.seed, val_names=tuple(val_names),
                             dtype=None if on_gpu else "float32", gradient_checkpointing=config.gradient_checkpointing,
                             logit_chunk_size=config.logit_chunk_size, validate_at_start=config.run.validate_at_start,
-                            drift_from_base=config.run.drift_from_base)
+                            drift_from_base=config.run.drift_from_base, kernels=config.section("kernels"))
     return method_class(config.method)(inputs, method_settings(config.method))
 
 

@@ -3,16 +3,17 @@
 
 Sections that build objects (``method``, ``trainer``, ``logger``, each callback) carry a ``_target_``
 and are checked against their target's signature by preflight; these sections are plain data, so a
-typo'd key or a wrong type fails here, naming the key, not at step 500.
+typo'd key or a wrong type fails here, naming the key, not at step 500. Each schema holds its values'
+ranges too (``ranges``), which preflight applies to the composed tree.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
-from ifdistill.config import ModelSchema, check_schema, register_schema
+from ifdistill.config import ModelSchema, Range, check_schema, is_int, is_num, register_schema
 
 
 @dataclass
@@ -34,6 +35,15 @@ class RunSchema:
     max_skipped_steps: int = 10
     resume_from: Optional[str] = None  # a run directory to start from when this run has no checkpoint
 
+    ranges: ClassVar[tuple[Range, ...]] = (
+        ("checkpoint_every_n_steps", lambda v: is_int(v) and v >= 1, "an integer >= 1"),
+        ("eval_every_n_steps", lambda v: is_int(v) and v >= 1, "an integer >= 1"),
+        ("keep_last_checkpoints", lambda v: is_int(v) and v >= 1, "an integer >= 1 (a run resumes from the last)"),
+        ("resume", lambda v: v in ("auto", "never", "required"), "auto, never or required"),
+        ("on_nonfinite", lambda v: v in ("stop", "skip"), "stop or skip"),
+        ("max_skipped_steps", lambda v: is_int(v) and v >= 0, "an integer >= 0"),
+    )
+
 
 @dataclass
 class OptimSchema:
@@ -48,6 +58,13 @@ class OptimSchema:
     foreach: Optional[bool] = None
     fused: Optional[bool] = None  # null: fused AdamW where every trainable parameter is on CUDA
 
+    ranges: ClassVar[tuple[Range, ...]] = (
+        ("lr", lambda v: is_num(v) and v > 0, "a number > 0"),
+        ("weight_decay", lambda v: is_num(v) and v >= 0, "a number >= 0"),
+        ("warmup_steps", lambda v: is_int(v) and v >= 0, "an integer >= 0"),
+        ("min_lr_ratio", lambda v: is_num(v) and 0 <= v <= 1, "a number in [0, 1]"),
+    )
+
 
 @dataclass
 class DataModuleSchema:
@@ -58,6 +75,13 @@ class DataModuleSchema:
     packing: Any = "auto"
     max_row_tokens: Optional[int] = None  # packed row capacity (null: one row per micro-batch)
     num_workers: Optional[int] = None  # null: 2 on a GPU, 0 on CPU
+
+    ranges: ClassVar[tuple[Range, ...]] = (
+        ("micro_batch_size", lambda v: is_int(v) and v >= 1, "an integer >= 1"),
+        ("val_batch_size", lambda v: is_int(v) and v >= 1, "an integer >= 1"),
+        ("num_workers", lambda v: v is None or (is_int(v) and v >= 0), "null or an integer >= 0"),
+        ("packing", lambda v: v in (True, False, "auto"), "true, false or auto"),
+    )
 
 
 @dataclass
@@ -72,7 +96,29 @@ class PeftSchema:
     quantize: Optional[str] = None  # null | 4bit | 8bit (QLoRA; needs bitsandbytes and a GPU)
 
 
-SCHEMAS: dict[str, Any] = {"run": RunSchema, "optim": OptimSchema, "datamodule": DataModuleSchema, "peft": PeftSchema}
+@dataclass
+class KernelsSchema:
+    """How the same computation is executed (:mod:`ifdistill.train.compile`, docs/gpu.md); outside config_hash
+    (:data:`ifdistill.runs.rundir.HASH_IGNORE`): the losses and gradients agree within float rounding."""
+
+    # torch.compile of each decoder layer (one graph shared by all layers): true | false | auto (on CUDA)
+    compile: Any = "auto"
+    # torch.compile of the objective run on each chunk of the LM head: true | false | auto (with compile)
+    compile_loss: Any = "auto"
+    # sequence length (and batch) symbolic from the first compilation: every packed row length runs one graph
+    # (false: a graph per length, up to Dynamo's recompile_limit of 8, eager after that)
+    dynamic: bool = True
+    compile_mode: Optional[str] = None  # torch.compile's mode (null: its default; max-autotune-no-cudagraphs, ...)
+    # torch.compile's backend: inductor (generated kernels) | aot_eager (the traced graph run by eager ops: to
+    # tell a compiler problem from a tracing one)
+    compile_backend: str = "inductor"
+    # Liger Kernel's Triton RMSNorm, RoPE and SwiGLU, patched before the model is built: true | false | auto
+    # (where liger-kernel imports and CUDA is visible)
+    liger: Any = "auto"
+
+
+SCHEMAS: dict[str, Any] = {"run": RunSchema, "optim": OptimSchema, "datamodule": DataModuleSchema, "peft": PeftSchema,
+                           "kernels": KernelsSchema}
 for _name, _schema in SCHEMAS.items():
     register_schema(_name, _schema)
 
@@ -95,6 +141,7 @@ class TrainConfig:
     optim: OptimSchema
     datamodule: DataModuleSchema
     peft: PeftSchema
+    kernels: KernelsSchema = field(default_factory=KernelsSchema)
     task_name: str = "train"
     seed: int = 42
     gradient_checkpointing: bool = False
@@ -112,7 +159,8 @@ class TrainConfig:
         :class:`~ifdistill.config.ConfigError` naming the key (preflight has reported it already)."""
         typed = {name: check_schema(schema, tree.get(name) or {}, f"config section '{name}'", as_object=True)
                  for name, schema in (("run", RunSchema), ("model", ModelSchema), ("optim", OptimSchema),
-                                      ("datamodule", DataModuleSchema), ("peft", PeftSchema))}
+                                      ("datamodule", DataModuleSchema), ("peft", PeftSchema),
+                                      ("kernels", KernelsSchema))}
         plain = {name: tree[name] for name in ("task_name", "seed", "gradient_checkpointing", "logit_chunk_size",
                                                "method", "data", "trainer", "logger", "paths") if name in tree}
         return cls(tree=dict(tree), **typed, **plain, callbacks=dict(tree.get("callbacks") or {}))

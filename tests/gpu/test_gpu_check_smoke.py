@@ -52,18 +52,32 @@ def test_report_header_and_test_counts(smoke):
 
 
 def test_benchmark_rows_are_complete_finite_and_consistent(smoke):
-    from bench.bench_gpu import sft_label
+    from bench.bench_gpu import sft_label, trl_available
 
     bench = smoke["bench"]
     s = bench["settings"]
     models = sorted({r["model"] for r in bench["rows"]})
     assert models == ["smoke-qwen2", "smoke-qwen3"] and len(s["seqs"]) == 2
+    trl = trl_available()  # the bench extra (make setup installs it): TRL's rows beside ifdistill's
+    assert bench["trl"] == trl if trl else bench["trl"].startswith("not installed")
+    levers = ("eager", "compiled")  # Liger's lever needs CUDA and liger-kernel
     for model in models:
         rows = {r["measurement"]: r for r in bench["rows"] if r["model"] == model}
-        assert set(rows) == OTHER_MEASUREMENTS | {sft_label(k, q) for k in ("lora", "full") for q in s["seqs"]}
+        ours = {sft_label(k, q) for k in ("lora", "full") for q in s["seqs"]}
+        with_trl = s["seqs"][:s["trl_seqs"]] if trl else []
+        assert set(rows) == (OTHER_MEASUREMENTS | ours | {f"{sft_label(k, s['seqs'][0])}_{v}" for k in s["lever_kinds"]
+                                                           for v in levers}
+                             | {f"trl_{sft_label(k, q)}" for k in ("lora", "full") for q in with_trl})
+        for kind in s["lever_kinds"]:  # the levers: the same step, eager and with every decoder layer compiled
+            eager, compiled = (rows[f"{sft_label(kind, s['seqs'][0])}_{v}"] for v in levers)
+            assert eager["kernels"]["compiled_layers"] == 0 and compiled["kernels"]["compiled_layers"] == 2
+            assert compiled["kernels"]["backend"] == s["compile_backend"] and not compiled["kernels"]["liger"]
+            assert eager["tokens_per_step"] == compiled["tokens_per_step"] and eager["loss_first"] == pytest.approx(
+                compiled["loss_first"], rel=1e-2)  # the same first batch and weights (bf16 autocast: 2^-8 per rounding)
         for seq in s["seqs"]:
             lora, full = rows[sft_label("lora", seq)], rows[sft_label("full", seq)]
             for r in (lora, full):
+                assert r["kernels"]["compiled_layers"] == 0  # auto: eager on CPU
                 _finite_positive(r, "tokens_per_step", "step_s", "tokens_per_s", "model_flops_per_step", "loss_first",
                                  "loss_last", "model_flops_6n", "model_flops_4n")
                 assert r["tokens_per_step"] <= seq and r["steps"] == s["steps"]
@@ -86,6 +100,13 @@ def test_benchmark_rows_are_complete_finite_and_consistent(smoke):
             assert 1.0 < full["model_flops_per_step"] / lora["model_flops_per_step"] < 1.5
             ratio = bench["ratios"][f"{model} lora/full tokens/s at {seq}"]
             assert ratio == pytest.approx(lora["tokens_per_s"] / full["tokens_per_s"], rel=1e-9)
+            for kind, r in (("lora", lora), ("full", full)) if seq in with_trl else ():  # TRL: the same rows
+                theirs = rows[f"trl_{sft_label(kind, seq)}"]
+                _finite_positive(theirs, "tokens_per_s", "step_s", "loss_first", "loss_last")
+                assert theirs["tokens_per_step"] == r["tokens_per_step"] and theirs["steps"] == s["steps"]
+                assert theirs["attn_implementation"] == r["attn_implementation"] and theirs["liger"] is False
+                assert bench["ratios"][f"{model} ifdistill/TRL tokens/s, {kind} at {seq}"] == pytest.approx(
+                    r["tokens_per_s"] / theirs["tokens_per_s"], rel=1e-9)
         d = rows["distill_k4_shared_vs_sft_lora_padded"]
         _finite_positive(d, "sft_step_s", "distill_step_s", "ratio", "student_tokens_per_step")
         assert d["ratio"] == pytest.approx(d["distill_step_s"] / d["sft_step_s"], rel=1e-9) and d["k"] == s["k"]
@@ -93,4 +114,4 @@ def test_benchmark_rows_are_complete_finite_and_consistent(smoke):
         g = rows["generate_hf_ifeval"]
         _finite_positive(g, "generate_s", "tokens_per_s", "generated_tokens")
         assert g["prompts"] == s["prompts"] and g["generated_tokens"] <= g["prompts"] * g["max_new_tokens"]
-    assert len(bench["ratios"]) == len(models) * (1 + len(s["seqs"]))
+    assert len(bench["ratios"]) == len(models) * (1 + len(s["seqs"]) + 2 * len(with_trl))

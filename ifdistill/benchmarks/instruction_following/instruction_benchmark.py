@@ -9,6 +9,12 @@ the rows' ids). Phase 2 generates, cuts and decodes the responses, scores them w
 (:data:`~ifdistill.benchmarks.instruction_following.schema.RESULTS_SCHEMA`: the four aggregates with standard errors,
 per-instruction-type accuracy) and samples.jsonl (one row per prompt).
 
+With k responses per prompt (``eval.generation.samples``, sampled): the four aggregates, the per-type accuracy
+and each row's decisions are those of the first response of every prompt -- exactly a single sampled
+evaluation with the same seed -- and reliable@k and the mean pass rate over all k join them
+(:mod:`ifdistill.benchmarks.instruction_following.reliability`); each row lists its k responses with their decisions
+(``responses``) and its own values of the new metrics (``metrics``).
+
 A registration that extends :class:`InstructionBenchmark` states its name, its data and its own id table
 (``instructions``, imported from its folder); the scorer finds every such table through the registry
 (:func:`ifdistill.benchmarks.instruction_following.lookup.all_instructions`). :func:`check_row` and :func:`scorer_version`
@@ -25,8 +31,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from ifdistill.benchmarks.instruction_following.instruction_base import Instruction
+from ifdistill.benchmarks.instruction_following.reliability import RELIABILITY_METRICS
 from ifdistill.benchmarks.instruction_following.stats import METRICS
-from ifdistill.benchmarks.base import Benchmark
+from ifdistill.benchmarks.base import Benchmark, short_name
 
 if TYPE_CHECKING:
     from ifdistill.evaluator.plan import EvalPlan
@@ -83,15 +90,35 @@ def sample_rows(prompts: Sequence[Any], completions: Sequence[Any], scored: Sequ
 
 
 def score(plan: EvalPlan, completions: list) -> list[dict[str, Any]]:
-    """The scorer's rows (strict / loose per instruction and prompt) of the plan's responses."""
+    """The scorer's rows (strict / loose per instruction and prompt) of the plan's responses, one per request
+    (the k responses of a prompt in a row: :attr:`~ifdistill.evaluator.plan.EvalPlan.requests`)."""
     from ifdistill.benchmarks.instruction_following.scoring import score_rows
     from ifdistill.evaluator.generation import scored_text
 
     strip = bool(plan.settings.generation.strip_thinking)
+    prompts = [p for p in plan.prompts for _ in range(plan.samples)]
     rows = [{"key": p.key, "prompt": p.example.prompt, "instruction_id_list": list(p.example.instruction_id_list),
              "kwargs": [dict(k) for k in p.example.kwargs], "response": scored_text(c.text, strip)[0]}
-            for p, c in zip(plan.prompts, completions)]
+            for p, c in zip(prompts, completions, strict=True)]
     return score_rows(rows, source=plan.settings.data.name).rows
+
+
+def with_samples(samples: list[dict[str, Any]], plan: EvalPlan, completions: Sequence[Any],
+                 scored: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """reliable@k and the mean pass rate of the k responses per prompt; each samples.jsonl row gets its
+    responses (``responses``: text, decisions, seed) and its own values of those metrics (``metrics``)."""
+    from ifdistill.benchmarks.instruction_following.reliability import prompt_values, reliability
+
+    k = plan.samples
+    groups = [list(scored[i * k:(i + 1) * k]) for i in range(len(samples))]
+    for i, (row, group) in enumerate(zip(samples, groups, strict=True)):
+        row["responses"] = [{"response": c.text, "seed": r.seed, "strict_inst": list(s["strict_inst"]),
+                           "loose_inst": list(s["loose_inst"]), "strict_prompt": bool(s["strict_prompt"]),
+                           "loose_prompt": bool(s["loose_prompt"]), "num_generated_tokens": len(c.token_ids),
+                           "finish_reason": c.finish_reason}
+                          for c, r, s in zip(completions[i * k:(i + 1) * k], plan.requests[i * k:(i + 1) * k], group)]
+        row["metrics"] = {**row.get("metrics", {}), **prompt_values(group)}
+    return reliability(groups)
 
 
 class InstructionBenchmark(Benchmark):
@@ -114,6 +141,17 @@ class InstructionBenchmark(Benchmark):
     #: every other instruction is about its *content*. Read by the format-vs-task analysis
     #: (ifdistill.results.format_task).
     format_prefixes: tuple[str, ...] = ()
+
+    #: Every metric its results.json may hold (the four IFEval aggregates, then what k responses per prompt add;
+    #: a subclass's own scores after them), the order of tables and panels.
+    metric_names: tuple[str, ...] = (*METRICS, *RELIABILITY_METRICS)
+    samples_per_prompt = True
+
+    def own_scores(self, plan: EvalPlan, samples: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Metrics of its own beside the aggregates (with standard errors) and counts of its own, from the
+        samples.jsonl rows (each prompt's first response), which it may extend (a row's own values of its
+        metrics go in the row's ``metrics``)."""
+        return {}, {}
 
     def checker_version(self) -> str:
         """The version its checkers add to the scorer's where a row holds one of its ids
@@ -140,14 +178,23 @@ class InstructionBenchmark(Benchmark):
         t_scoring = time.perf_counter()  # after the backend's shutdown, which is no one's time
         completions = [finalize(ids, r, plan.sampling, plan.tokenizer) for ids, r in zip(raw, plan.requests)]
         scored = score(plan, completions)
-        metrics, per_type = aggregate(scored), per_instruction_type(scored)
-        t3 = time.perf_counter()
+        k = plan.samples
+        first, first_scored = completions[::k], scored[::k]  # each prompt's first response: a single evaluation's
+        metrics, per_type = aggregate(first_scored), per_instruction_type(first_scored)
         strip = bool(plan.settings.generation.strip_thinking)
-        samples = sample_rows(plan.prompts, completions, scored, plan.tokenizer, strip_thinking=strip)
+        samples = sample_rows(plan.prompts, first, first_scored, plan.tokenizer, strip_thinking=strip)
+        if k > 1:
+            metrics.update(with_samples(samples, plan, completions, scored))
+        own_metrics, own_counts = self.own_scores(plan, samples)
+        metrics.update(own_metrics)
+        t3 = time.perf_counter()
         tokens = sum(len(c.token_ids) for c in completions)
         counts: dict[str, Any] = {
             "num_prompts": len(samples), "num_instructions": metrics["num_instructions"], "generated_tokens": tokens,
             "finish_reasons": dict(sorted(collections.Counter(c.finish_reason for c in completions).items()))}
+        if k > 1:
+            counts["samples_per_prompt"] = k
+        counts.update(own_counts)
         if strip:  # how many answers came after a closed think block, had none, or never closed it
             counts["thinking"] = dict(sorted(collections.Counter(scored_text(c.text, True)[1]
                                                                  for c in completions).items()))
@@ -166,27 +213,40 @@ class InstructionBenchmark(Benchmark):
         return results
 
     def metric_values(self, results: Mapping[str, Any]) -> dict[str, float]:
-        """The four aggregates and their standard errors (nested under ``metrics`` or, in older files, at
-        the top level)."""
+        """Its metrics (:attr:`metric_names`) and their standard errors (nested under ``metrics`` or, in older
+        files, the four aggregates at the top level)."""
         nested = results.get("metrics")
-        found = (nested if isinstance(nested, Mapping) and any(m in nested for m in METRICS)
+        found = (nested if isinstance(nested, Mapping) and any(m in nested for m in self.metric_names)
                  else {k: v for k, v in results.items() if k.startswith(_FLAT_PREFIXES)})
-        return {key: float(found[key]) for name in METRICS for key in (name, f"{name}_stderr")
-                if found.get(key) is not None}
+        return {key: float(found[key]) for name in self.metric_names for key in (name, f"{name}_stderr")
+                if isinstance(found.get(key), (int, float)) and not isinstance(found.get(key), bool)}
 
     def headline_metrics(self, results: Mapping[str, Any]) -> list[str]:
-        return list(METRICS)
+        """The four aggregates, then those of its other metrics the results hold (reliable@k with k responses)."""
+        values = self.metric_values(results)
+        return [*METRICS, *(m for m in self.metric_names if m not in METRICS and m in values)]
 
     def claims(self, metric: str) -> bool:
+        return metric.removesuffix("_stderr") in self.metric_names
+
+    def is_prompt_decision(self, metric: str) -> bool:
         return metric.removesuffix("_stderr") in METRICS
 
     def summary(self, results: Mapping[str, Any]) -> list[str]:
         m, t = results["metrics"], results["timings"]
-        return [f"  prompts {m['num_prompts']}  prompt strict {m['prompt_level_strict_acc']:.4f}  inst strict "
-                f"{m['inst_level_strict_acc']:.4f}  prompt loose {m['prompt_level_loose_acc']:.4f}  inst loose "
-                f"{m['inst_level_loose_acc']:.4f}",
-                f"  time: prepare {t['prepare_s']:.1f}s  load {t['load_s']:.1f}s  generate {t['generate_s']:.1f}s  "
-                f"score {t['score_s']:.1f}s  ({t['generated_tokens_per_s']:.0f} generated tokens/s)"]
+        lines = [f"  prompts {m['num_prompts']}  prompt strict {m['prompt_level_strict_acc']:.4f}  inst strict "
+                 f"{m['inst_level_strict_acc']:.4f}  prompt loose {m['prompt_level_loose_acc']:.4f}  inst loose "
+                 f"{m['inst_level_loose_acc']:.4f}"]
+        values = self.metric_values(results)
+        own = [n for n in self.headline_metrics(results) if n not in METRICS]
+        if own:
+            k = (results.get("counts") or {}).get("samples_per_prompt")
+            lines.append("  " + (f"k={k}  " if k else "") + "  ".join(
+                f"{short_name(n)} {values[n]:.4f}" + (f" ± {values[n + '_stderr']:.4f}" if n + "_stderr" in values else "")
+                for n in own))
+        lines.append(f"  time: prepare {t['prepare_s']:.1f}s  load {t['load_s']:.1f}s  generate {t['generate_s']:.1f}s  "
+                     f"score {t['score_s']:.1f}s  ({t['generated_tokens_per_s']:.0f} generated tokens/s)")
+        return lines
 
     def per_type(self, results: Mapping[str, Any]) -> dict[str, dict[str, float]]:
         return {inst: {k: float(v) for k, v in vals.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
@@ -212,7 +272,10 @@ class InstructionBenchmark(Benchmark):
         return [f"eval={self.local_config}", "eval.data.max_examples=3", "eval.generation.max_new_tokens=4"]
 
     def panel_metrics(self, section: Mapping[str, Any]) -> list[str]:
-        return list(METRICS)
+        """The four aggregates; with k responses per prompt (``generation.samples``), reliable@k and the mean
+        pass rate too."""
+        k = (section.get("generation") or {}).get("samples") or 1
+        return [*METRICS, *(RELIABILITY_METRICS if k > 1 else ())]
 
     def type_ids(self, section: Mapping[str, Any]) -> list[str]:
         return sorted(self.instructions)

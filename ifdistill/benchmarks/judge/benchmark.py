@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ifdistill.benchmarks.instruction_following.instruction_benchmark import check_row, scorer_version
-from ifdistill.benchmarks.judge.settings import SECTIONS
 from ifdistill.benchmarks.judge.verdicts import JUDGE_MODES, JUDGE_PLACEHOLDERS
 from ifdistill.benchmarks.base import Benchmark
 from ifdistill.benchmarks.registry import register
@@ -49,7 +48,6 @@ def _verdicts(row: Mapping[str, Any]) -> str:
 
 class Judge(Benchmark):
     name = "judge"
-    settings_sections = SECTIONS  # eval.judge
     display = "Judge"
 
     def check(self, settings: Any) -> None:

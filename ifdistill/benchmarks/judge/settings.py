@@ -50,5 +50,5 @@ class JudgeSettings:
 
 
 #: The sections this benchmark adds to ``eval`` (:func:`ifdistill.evaluator.settings.benchmark_sections`); its
-#: registration states them (``settings_sections``).
+#: registration finds them here (:meth:`~ifdistill.benchmarks.base.Benchmark.sections`).
 SECTIONS = {"judge": JudgeSettings}

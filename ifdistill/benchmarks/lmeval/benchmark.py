@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
-from ifdistill.benchmarks.lmeval.settings import SECTIONS
 from ifdistill.benchmarks.base import Benchmark
 from ifdistill.benchmarks.registry import register
 
@@ -44,7 +43,6 @@ def ignored_decoding(generation: Any) -> dict[str, Any]:
 
 class LMEval(Benchmark):
     name = "lmeval"
-    settings_sections = SECTIONS  # eval.lmeval
     display = "lm-eval"
     page_columns = (("GSM8K strict", "gsm8k/exact_match/strict-match"), ("MMLU", "mmlu/acc"),
                     ("TruthfulQA mc2", "truthfulqa_mc2/acc"), ("CommonsenseQA", "commonsense_qa/acc"))

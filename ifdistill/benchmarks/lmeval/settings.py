@@ -29,5 +29,5 @@ class LMEvalSettings:
 
 
 #: The sections this benchmark adds to ``eval`` (:func:`ifdistill.evaluator.settings.benchmark_sections`); its
-#: registration states them (``settings_sections``).
+#: registration finds them here (:meth:`~ifdistill.benchmarks.base.Benchmark.sections`).
 SECTIONS = {"lmeval": LMEvalSettings}

@@ -1,39 +1,22 @@
-"""Off-policy ICL distillation's hooks (:mod:`ifdistill.train.method`): what the data layer attaches
-(the teacher's view: ``k`` demonstrations, per example or shared per micro-batch), its batches, the
-teacher-cache check and the teacher pass run alone. Light to import (:mod:`ifdistill.methods.sft.hooks`).
+"""Off-policy ICL distillation's hooks (:mod:`ifdistill.train.method`): the shared distillation hooks
+(:class:`~ifdistill.methods.knowledge_distillation.hooks.KDHooks`: the teacher's view of ``k``
+demonstrations) plus shared demonstrations per micro-batch, the rule a teacher cache puts on them, and the
+teacher pass run alone. Light to import (:mod:`ifdistill.methods.sft.hooks`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Optional
+from typing import Any
 
 from ifdistill.methods.distill.settings import DistillSettings
-from ifdistill.methods.sft.hooks import SFTHooks
+from ifdistill.methods.knowledge_distillation.hooks import KDHooks
 
 
-class DistillHooks(SFTHooks):
+class DistillHooks(KDHooks):
     """The hooks of :class:`~ifdistill.methods.distill.module.ICLDistillModule`."""
 
     settings_class = DistillSettings
-
-    @classmethod
-    def data_keys(cls) -> tuple[str, ...]:
-        return ("k", "demos")
-
-    @classmethod
-    def teacher_views(cls, method: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
-        return {"k": method["k"], "demos": method["demos"]}
-
-    @classmethod
-    def prepare_items(cls, data: Any, built: Any) -> None:
-        """With no demonstration (``k = 0``, none added per example) the teacher view *is* the student
-        view: each item gets it here, so every distillation batch has the same layout."""
-        from ifdistill.data.icl import identity_teacher_view
-
-        if not data.per_example_demos and data.icl.k == 0:
-            for item in built.train.items:
-                identity_teacher_view(item)
 
     @classmethod
     def train_collator(cls, default: Callable, *, data: Any, tokenizer: Any, built: Any) -> Callable:
@@ -48,12 +31,13 @@ class DistillHooks(SFTHooks):
 
     @classmethod
     def config_problems(cls, method: Mapping[str, Any], tree: Mapping[str, Any]) -> list[str]:
-        """The values the module would refuse (:func:`~ifdistill.methods.distill.settings.setting_problems`:
-        a kind, a range, a teacher cache it cannot share), before a run directory exists."""
-        from ifdistill.methods.distill.settings import setting_problems
-        from ifdistill.train.losses import DIVERGENCES  # the objective's kinds (preflight imports the module anyway)
-
-        return setting_problems(method, divergences=DIVERGENCES)
+        """A teacher cache with demonstrations shared per micro-batch: a teacher view would depend on its
+        batch, so no cached view would serve another run (the settings' own values are the settings class's)."""
+        source = method.get("teacher_source", DistillSettings.teacher_source)
+        if source == "cache" and int(method.get("k") or 0) > 0 and method.get("demos") == "shared":
+            return ["method.teacher_source=cache needs method.demos=per_example: shared demonstrations make a "
+                    "teacher view depend on its batch, so no cached view would serve another run"]
+        return []
 
     @classmethod
     def sections(cls) -> tuple[str, ...]:

@@ -1,100 +1,50 @@
-"""ICL logit distillation: the teacher reads k demonstrations + prompt + completion, the student prompt +
-completion, and on the completion tokens ``loss = kd_ratio * D(teacher, student) + (1 - kd_ratio) * CE``.
+"""Off-policy ICL distillation: the knowledge-distillation module
+(:class:`~ifdistill.methods.knowledge_distillation.module.KDModule`: the teacher reads ``k`` demonstrations +
+prompt + completion, the student prompt + completion, ``loss = kd_ratio * D(teacher, student) +
+(1 - kd_ratio) * CE`` on the completion tokens) with what only this method has:
 
-The batch comes from :class:`ifdistill.data.collate.IclCollator`: the student view (``input_ids``,
-``attention_mask``, ``labels``), the teacher view (``teacher_*``) and, per example, the aligned
-positions of the completion tokens in both (``student_positions``, ``teacher_positions``,
-``completion_valid``). The logits that predict the token at position ``p`` sit at ``p - 1``.
-
-Teachers (``teacher=``):
-
-- ``frozen_initial``: the model as it was before training. With LoRA that is the *same* weights with
-  the adapter disabled (PEFT's ``disable_adapter``) -- no second copy in memory. Without LoRA a frozen
-  copy is taken at construction, before any checkpoint is loaded, so a resumed run still distils from
-  the initial weights.
-- ``separate``: another model (``teacher_model``: a ``model``-like section), loaded frozen.
-- ``self_stopgrad``: the current weights, under ``no_grad`` (the target moves with training).
+- a ``separate`` teacher (``teacher_model``: a ``model``-like section), loaded frozen, beside the shared
+  ``frozen_initial`` and ``self_stopgrad``;
+- the teacher source (``method.teacher_source``): ``online`` runs the teacher every step; ``cache`` reads its
+  top-k log-probabilities and tail mass from the teacher cache (:mod:`ifdistill.methods.distill.teacher_cache`),
+  filled at train start by the teacher pass (:mod:`ifdistill.methods.distill.teacher_pass_runner`: the views of
+  the examples the run reads up to its last step that the cache lacks, shared with the other ranks and
+  with other jobs through claims), extended on demand when a step reads a view past it, and optimises
+  :func:`~ifdistill.train.losses.cached_kd_with_stats` (forward KL on the top-k plus a tail bucket; equal
+  to the online objective at ``cache_k >= V``). Logged then: ``teacher/acc`` and ``teacher/topk_mass``
+  instead of the teacher's CE and entropy (the cache does not hold them), and the pass's counts at its
+  first step (also in ``run.json``, with the pass's share of the run's time).
 
 Demonstrations (``method.k`` and ``method.demos``) are the data layer's business
-(:class:`ifdistill.data.icl.IclSettings`): the module receives batches in one of two layouts -- the
-per-example teacher views (``teacher_input_ids``, ``teacher_positions``) or, for shared demonstrations
-(:mod:`ifdistill.methods.distill.shared_demos`), one prefix that the teacher runs once and continues with the
-rows that read it (``teacher_prefix_rows``; the other rows' teacher reads the student's own tokens).
-
-Teacher source (``method.teacher_source``): ``online`` runs the teacher every step; ``cache`` reads its
-top-k log-probabilities and tail mass from the teacher cache (:mod:`ifdistill.methods.distill.teacher_cache`),
-filled at train start by the teacher pass (:mod:`ifdistill.methods.distill.teacher_pass_runner`: the views of
-the examples the run reads up to its last step that the cache lacks, shared with the other ranks and
-with other jobs through claims), extended on demand when a step reads a view past it, and optimises
-:func:`~ifdistill.train.losses.cached_kd_with_stats` (forward KL on the top-k plus a tail bucket; equal
-to the online objective at ``cache_k >= V``). Logged then: ``teacher/acc`` and ``teacher/topk_mass``
-instead of the teacher's CE and entropy (the cache does not hold them), and the pass's counts at its
-first step (also in ``run.json``, with the pass's share of the run's time).
-
-The teacher always runs under ``no_grad`` and in eval mode (no dropout: the target must not be noisy),
-and only at the completion positions of the LM head. Frozen copies are kept out of the module tree
-(no checkpoint bloat, not wrapped by DDP/DeepSpeed/FSDP) and moved to the device at fit start; under
-ZeRO-3/FSDP they are therefore replicated, not sharded -- prefer LoRA + ``frozen_initial`` for big models.
-
-Logged besides the SFT metrics: ``train/kd`` (the divergence), ``train/ce``, and the teacher's own
-``teacher/ce`` and ``teacher/acc`` on the completion -- how much the demonstrations help.
+(:class:`ifdistill.data.icl.IclSettings`); shared demonstrations per micro-batch are this method's batches
+(:mod:`ifdistill.methods.distill.shared_demos`, :meth:`~ifdistill.methods.distill.hooks.DistillHooks.train_collator`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import time
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 
-from ifdistill.train.chunked_head import Head, head_tensors
-from ifdistill.train.losses import DIVERGENCES, cached_kd_with_stats, ce_kd_with_stats, divergence, token_stats
-from ifdistill.train.modeling import SelectiveLM, adapter_disabled, build_model, is_peft
-from ifdistill.methods.sft.module import STAT_KEYS, SFTModule
 from ifdistill.methods.distill.hooks import DistillHooks
-from ifdistill.methods.distill.settings import TEACHERS, DistillSettings, setting_problems
+from ifdistill.methods.distill.settings import DistillSettings
 from ifdistill.methods.distill.teacher_cache import CachedTargets
+from ifdistill.methods.knowledge_distillation.module import KDModule
+from ifdistill.train.losses import cached_kd_with_stats
 from ifdistill.train.method import TrainingInputs
+from ifdistill.train.modeling import SelectiveLM, build_model
 from ifdistill.train.token_sums import ratio
 
 
-
-@contextlib.contextmanager
-def eval_mode(module: torch.nn.Module):
-    was = module.training
-    module.train(False)
-    try:
-        yield
-    finally:
-        module.train(was)
-
-
-class ICLDistillModule(DistillHooks, SFTModule):
-    """SFT plus a logit-distillation term from an in-context (k-shot) teacher."""
-
-    divergence_kinds: tuple[str, ...] = DIVERGENCES  # what method.kl may name (a subclass may add kinds)
-    teacher_kinds: tuple[str, ...] = TEACHERS
+class ICLDistillModule(DistillHooks, KDModule):
+    """Logit distillation from an in-context (k-shot) teacher, online or from its cache."""
 
     def __init__(self, inputs: TrainingInputs, settings: Optional[DistillSettings] = None):
         built = time.perf_counter()  # the run's time, for the pass's share of it, counts the model's loading
         s = settings if settings is not None else self.settings_class()
-        problems = setting_problems(vars(s), divergences=self.divergence_kinds, teachers=self.teacher_kinds)
-        if problems:
-            raise ValueError(problems[0])
         super().__init__(inputs, s)
-        self.kd = dict(kd_ratio=float(s.kd_ratio), kind=s.kl, beta=float(s.beta), temperature=float(s.temperature),
-                       topk=int(s.topk) if s.topk else None)
-        self.teacher_kind = s.teacher
-        self._frozen: list[SelectiveLM] = []  # a list: hidden from the module tree on purpose
-        if s.teacher == "separate":
-            self._frozen.append(self._freeze(SelectiveLM(build_model(
-                s.teacher_model, None, dtype=inputs.dtype or s.teacher_model.get("dtype"),
-                attn_implementation=inputs.attn_implementation or "sdpa", trainable=False))))
-        elif s.teacher == "frozen_initial" and not is_peft(self.model):
-            self._frozen.append(self._freeze(copy.deepcopy(self.lm)))
         self.teacher_cache = None
         self.teacher_pass_stats: Optional[dict[str, float]] = None
         if s.teacher_source == "cache":
@@ -110,16 +60,15 @@ class ICLDistillModule(DistillHooks, SFTModule):
                 vocab_size=head.weight.shape[0], k=s.cache_k, temperature=s.temperature,
                 quantize=(inputs.peft or {}).get("quantize") if s.teacher == "frozen_initial" else None))
 
-    @staticmethod
-    def _freeze(lm: SelectiveLM) -> SelectiveLM:
-        lm.requires_grad_(False)
-        return lm.train(False)
+    def frozen_teacher(self, inputs: TrainingInputs, s: DistillSettings) -> Optional[SelectiveLM]:
+        """``separate``: the teacher model, built frozen; else the shared teachers'."""
+        if s.teacher != "separate":
+            return super().frozen_teacher(inputs, s)
+        return SelectiveLM(build_model(s.teacher_model, None, dtype=inputs.dtype or s.teacher_model.get("dtype"),
+                                       attn_implementation=inputs.attn_implementation or "sdpa", trainable=False))
 
     def _train_keys(self) -> tuple[str, ...]:
-        return super()._train_keys() + ("kd", "ce", "teacher_mass") + tuple("teacher_" + k for k in STAT_KEYS)
-
-    def on_fit_start(self) -> None:
-        self.on_fit_start_teacher()
+        return super()._train_keys() + ("teacher_mass",)
 
     def on_train_start(self) -> None:
         """The teacher pass, here because a resumed run's step is restored by now: it covers the steps left."""
@@ -135,97 +84,13 @@ class ICLDistillModule(DistillHooks, SFTModule):
 
             self.teacher_pass_stats = run_pass_end(self, self.trainer)
 
-    def on_fit_start_teacher(self) -> None:
-        """The frozen teacher on the module's device."""
-        for lm in self._frozen:
-            lm.to(self.device)
-
-    # -- the two views ----------------------------------------------------------------------------
-    @staticmethod
-    def completion_index(batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``rows``, student logit columns, teacher logit columns, targets -- one entry per completion token.
-
-        With a shared demonstration prefix a prefix row's teacher continues the prefix with the student's
-        tokens after the head, so its columns are the student's minus ``teacher_head_len``; an identity
-        row's teacher reads the student's tokens, so its columns are the student's.
-        """
-        rows, c = batch["completion_valid"].nonzero(as_tuple=True)
-        s_pos = batch["student_positions"][rows, c]
-        if "teacher_prefix_ids" in batch:
-            shift = batch["teacher_prefix_rows"][rows].long() * batch["teacher_head_len"]
-            t_cols = s_pos - 1 - shift
-        else:
-            t_cols = batch["teacher_positions"][rows, c] - 1
-        return rows, s_pos - 1, t_cols, batch["input_ids"][rows, s_pos]
-
-    def _teacher(self) -> tuple[SelectiveLM, Any]:
-        if self._frozen:
-            return self._frozen[0], contextlib.nullcontext()
-        if self.teacher_kind == "frozen_initial":
-            return self.lm, adapter_disabled(self.model)
-        return self.lm, contextlib.nullcontext()
-
-    def teacher_logits(self, batch: Mapping[str, torch.Tensor], rows: torch.Tensor, cols: torch.Tensor, *,
-                       head: bool = True) -> torch.Tensor:
-        """The teacher's logits (or, ``head=False``, hidden states) at the completion positions, no_grad."""
-        lm, ctx = self._teacher()
-        with torch.no_grad(), ctx, eval_mode(lm):
-            if "teacher_prefix_ids" not in batch:
-                return lm(batch["teacher_input_ids"], rows, cols, attention_mask=batch.get("teacher_attention_mask"),
-                          head=head)
-            return self._shared_prefix_logits(lm, batch, rows, cols, head)
-
-    @staticmethod
-    def _shared_prefix_logits(lm: SelectiveLM, batch: Mapping[str, torch.Tensor], rows: torch.Tensor,
-                              cols: torch.Tensor, head: bool = True) -> torch.Tensor:
-        """Prefix rows continue the shared prefix; identity rows run on their own tokens (one call each)."""
-        ids, mask = batch["input_ids"], batch["attention_mask"]
-        skip = int(batch["teacher_head_len"])
-        prefix_rows = batch["teacher_prefix_rows"]
-        if bool(prefix_rows.all()):
-            return lm(ids[:, skip:], rows, cols, attention_mask=mask[:, skip:], prefix_ids=batch["teacher_prefix_ids"],
-                      head=head)
-        on_prefix = prefix_rows[rows]
-        index_in = torch.cumsum(prefix_rows.long(), 0) - 1, torch.cumsum((~prefix_rows).long(), 0) - 1
-        a = lm(ids[prefix_rows, skip:], index_in[0][rows[on_prefix]], cols[on_prefix],
-               attention_mask=mask[prefix_rows, skip:], prefix_ids=batch["teacher_prefix_ids"], head=head)
-        b = lm(ids[~prefix_rows], index_in[1][rows[~on_prefix]], cols[~on_prefix], attention_mask=mask[~prefix_rows],
-               head=head)
-        out = a.new_empty((rows.numel(), a.shape[-1]))
-        out[on_prefix], out[~on_prefix] = a, b
-        return out
-
     def objective(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        rows, s_cols, t_cols, targets = self.completion_index(batch)
-        if self.teacher_cache is not None:
-            cached = self.cached_teacher(batch)
-            return self.head_objective(lambda head: self.student(batch, rows, s_cols, head), targets,
-                                       self.cached_loss, teacher=lambda head: cached)
-        return self.head_objective(
-            lambda head: self.student(batch, rows, s_cols, head),
-            targets, self.loss_from_logits,
-            teacher=lambda head: self.teacher_logits(batch, rows, t_cols, head=head), teacher_head=self.teacher_head)
-
-    def teacher_head(self, student: Head) -> Head:
-        """The teacher's LM head as tensors, given the student's (gathered where the strategy shards it):
-        a frozen copy's own head, the student's head without its adapter (``frozen_initial`` with LoRA),
-        or the student's head itself (``self_stopgrad``)."""
-        if self._frozen:
-            return head_tensors(self._frozen[0].output_head())
-        return student.base() if self.teacher_kind == "frozen_initial" else student
-
-    def loss_from_logits(self, s_logits: torch.Tensor, targets: torch.Tensor,
-                         t_logits: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """``kd_ratio * D(teacher, student) + (1 - kd_ratio) * CE`` summed over the tokens, and the sums to log."""
-        r = self.kd["kd_ratio"]
-        if self.kd["kind"] == "forward" and self.kd["temperature"] == 1.0 and self.kd["topk"] is None:
-            return ce_kd_with_stats(s_logits, targets, t_logits, kd_ratio=r)  # the default: one fused pass
-        ce, stats = ce_kd_with_stats(s_logits, targets)
-        kd = divergence(s_logits, t_logits, targets, kind=self.kd["kind"], beta=self.kd["beta"],
-                        temperature=self.kd["temperature"], topk=self.kd["topk"], reduction="sum")
-        stats.update({"kd": kd.detach(), "ce": ce.detach()})
-        stats.update({"teacher_" + k: v for k, v in token_stats(t_logits, targets).items()})
-        return r * kd + (1.0 - r) * ce, stats
+        if self.teacher_cache is None:
+            return super().objective(batch)
+        rows, s_cols, _, targets = self.completion_index(batch)
+        cached = self.cached_teacher(batch)
+        return self.head_objective(lambda head: self.student(batch, rows, s_cols, head), targets,
+                                   self.cached_loss, teacher=lambda head: cached)
 
     def cached_teacher(self, batch: Mapping[str, torch.Tensor]) -> CachedTargets:
         """The cached teacher at the batch's completion positions, in :meth:`completion_index` order; views
@@ -246,16 +111,10 @@ class ICLDistillModule(DistillHooks, SFTModule):
         return cached_kd_with_stats(s_logits, targets, cached.ids, cached.logp, cached.tail,
                                     kd_ratio=self.kd["kd_ratio"], temperature=self.kd["temperature"])
 
-    def train_metrics(self, sums: Mapping[str, float]) -> dict[str, float]:
-        out = super().train_metrics(sums)
-        out["train/kd"] = ratio(sums, "kd", "count")
-        if self.teacher_cache is not None:  # the cache holds the teacher's top-k, not its full distribution
-            out["teacher/acc"] = ratio(sums, "teacher_correct", "teacher_count")
-            out["teacher/topk_mass"] = ratio(sums, "teacher_mass", "teacher_count")
-            out["teacher_cache/hits"] = float(self.teacher_cache.hits)
-            out["teacher_cache/misses"] = float(self.teacher_cache.misses)
-            return out
-        out["teacher/ce"] = ratio(sums, "teacher_nll", "teacher_count")
-        out["teacher/acc"] = ratio(sums, "teacher_correct", "teacher_count")
-        out["teacher/entropy"] = ratio(sums, "teacher_entropy", "teacher_count")
-        return out
+    def teacher_metrics(self, sums: Mapping[str, float]) -> dict[str, float]:
+        if self.teacher_cache is None:
+            return super().teacher_metrics(sums)
+        return {"teacher/acc": ratio(sums, "teacher_correct", "teacher_count"),  # the cache holds the teacher's
+                "teacher/topk_mass": ratio(sums, "teacher_mass", "teacher_count"),  # top-k, not its distribution
+                "teacher_cache/hits": float(self.teacher_cache.hits),
+                "teacher_cache/misses": float(self.teacher_cache.misses)}

@@ -23,8 +23,9 @@ Which schemes can share a cache: a teacher view must be a function of the exampl
 demonstrations are (the draw is keyed by the example and ``data.icl_seed``, from the pool of all new
 examples: :mod:`ifdistill.data.build`), and so are 0-shot views (``k = 0``, replay examples). Shared
 demonstrations are not (a batch shares one draw, so a view depends on the batch, the data order and
-the replay ratio): :func:`~ifdistill.methods.distill.settings.cache_refusal` refuses them, as it refuses
-a teacher that moves (``self_stopgrad``) and divergences other than the forward KL.
+the replay ratio): :meth:`~ifdistill.methods.distill.hooks.DistillHooks.config_problems` refuses them, as
+:class:`~ifdistill.methods.distill.settings.DistillSettings` refuses a teacher that moves (``self_stopgrad``) and
+divergences other than the forward KL.
 """
 
 from __future__ import annotations

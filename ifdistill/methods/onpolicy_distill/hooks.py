@@ -1,7 +1,7 @@
-"""On-policy ICL distillation's hooks (:mod:`ifdistill.train.method`): the teacher's view is rebuilt
-around each sample (per-example demonstrations, optionally the example itself), and the checks of its
-settings against the rest of the config. Light to import (:mod:`ifdistill.methods.sft.hooks`); the
-setting checks import torch only when they run.
+"""On-policy ICL distillation's hooks (:mod:`ifdistill.train.method`): the shared distillation hooks
+(:class:`~ifdistill.methods.knowledge_distillation.hooks.KDHooks`) with the teacher's view rebuilt around each
+sample (per-example demonstrations, optionally the example itself), and the rules its settings put on the
+other sections. Light to import (:mod:`ifdistill.methods.sft.hooks`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from ifdistill.data.records import Example
-from ifdistill.methods.distill.hooks import DistillHooks
+from ifdistill.methods.knowledge_distillation.hooks import KDHooks
 from ifdistill.methods.onpolicy_distill.settings import OnPolicyDistillSettings
 
 
@@ -20,7 +20,7 @@ def own_demo(example: Example) -> list[Example]:
     return [example]
 
 
-class OnPolicyDistillHooks(DistillHooks):
+class OnPolicyDistillHooks(KDHooks):
     """The hooks of :class:`~ifdistill.methods.onpolicy_distill.module.OnPolicyDistillModule`."""
 
     settings_class = OnPolicyDistillSettings
@@ -36,11 +36,13 @@ class OnPolicyDistillHooks(DistillHooks):
 
     @classmethod
     def config_problems(cls, method: Mapping[str, Any], tree: Mapping[str, Any]) -> list[str]:
+        """The rules across sections: a teacher cache (off-policy distillation's), shared demonstrations,
+        DeepSpeed, several devices with a colocated vLLM engine (the section's own values are the settings
+        class's)."""
         from ifdistill.config import lookup
         from ifdistill.train.strategy_settings import strategy_name
-        from ifdistill.methods.onpolicy_distill.checks import setting_problems
 
-        problems = setting_problems(method)
+        problems = []
         if method.get("teacher_source") not in (None, "online"):  # not a field: also refused as an unknown key
             problems.append("method=onpolicy_distill: teacher_source must be online (a sample is new every step, "
                             "no cached view can serve it)")
@@ -56,14 +58,6 @@ class OnPolicyDistillHooks(DistillHooks):
             problems.append(f"method.engine=vllm runs one colocated engine per process on its first device: it "
                             f"needs trainer.devices=1 (got {devices}); use engine=hf with several devices")
         return problems
-
-    @classmethod
-    def sections(cls) -> tuple[str, ...]:
-        return ()
-
-    @classmethod
-    def works_alone(cls, config: Any) -> bool:
-        return False
 
 
 HOOKS = OnPolicyDistillHooks

@@ -23,12 +23,12 @@ the summed gradients just before the optimizer steps
 teacher's ``topk``, or the ``sampled``-token estimator); the full-vocabulary ones run through the
 chunked LM head as off-policy distillation does. ``sampled`` applies to sampled rows only: gold rows
 get the full-vocabulary reverse KL, the quantity it estimates, and ``train/kd`` logs the estimate,
-never the score-function surrogate (:mod:`.checks`: why, and the sampling settings it refuses).
+never the score-function surrogate (:mod:`.settings`: why, and the sampling settings it refuses).
 
 Samples come from HF generation with the training model (``engine=hf``, :mod:`.sampling`) or from a
 vLLM engine colocated with training (``engine=vllm``, :mod:`.vllm_engine`: the LoRA adapter or the full
 weights pushed to it every ``sync_every`` optimizer steps; ``sync_every > 1`` samples from weights up to
-``sync_every - 1`` steps old, which biases the ``sampled`` estimator: :mod:`.checks`).
+``sync_every - 1`` steps old, which biases the ``sampled`` estimator: :mod:`.settings`).
 
 Monitoring (:mod:`.monitoring`): sampled length, the share of samples that end with a stop token (the
 rest hit ``max_new_tokens``), the divergence and both entropies per logging interval; a table of a few
@@ -45,41 +45,28 @@ from typing import Any, Optional
 
 import torch
 
-from ifdistill.methods.distill.module import ICLDistillModule
-from ifdistill.methods.onpolicy_distill.checks import setting_problems
+from ifdistill.methods.knowledge_distillation.module import KDModule
+from ifdistill.methods.onpolicy_distill.divergences import token_divergence
 from ifdistill.methods.onpolicy_distill.hooks import OnPolicyDistillHooks
-from ifdistill.methods.distill.settings import DistillSettings
-from ifdistill.methods.onpolicy_distill.settings import OnPolicyDistillSettings
-from ifdistill.methods.onpolicy_distill.divergences import KINDS, token_divergence
 from ifdistill.methods.onpolicy_distill.monitoring import GEN_KEYS, SampleMonitor
-from ifdistill.methods.onpolicy_distill.sampling import HFSampler, Sample, SamplingSettings, prompts, with_samples
+from ifdistill.methods.onpolicy_distill.sampling import HFSampler, Sample, prompts, with_samples
+from ifdistill.methods.onpolicy_distill.settings import OnPolicyDistillSettings, SamplingSettings
 from ifdistill.train.losses import IGNORE_INDEX, ce_kd_with_stats, token_stats
 from ifdistill.train.method import TrainingInputs
 
 log = logging.getLogger(__name__)
 
 
-class OnPolicyDistillModule(OnPolicyDistillHooks, ICLDistillModule):
-    """ICL distillation on a ``lmbda`` share of student samples (module docstring)."""
+class OnPolicyDistillModule(OnPolicyDistillHooks, KDModule):
+    """Knowledge distillation on a ``lmbda`` share of student samples (module docstring)."""
 
-    divergence_kinds = KINDS
-    teacher_kinds = ("frozen_initial", "ema", "self_stopgrad")
     normalise_after_backward = True
 
     def __init__(self, inputs: TrainingInputs, settings: Optional[OnPolicyDistillSettings] = None):
         s = settings if settings is not None else self.settings_class()
-        problems = setting_problems(vars(s))
-        if problems:
-            raise ValueError("; ".join(problems))
-        # the divergence and the teacher are off-policy distillation's; the rest of s is this method's own
-        super().__init__(inputs, DistillSettings(kl=s.kl, kd_ratio=s.kd_ratio, beta=s.beta,
-                                                 temperature=s.temperature, topk=s.topk, teacher=s.teacher))
-        self.settings = s
-        self.save_hyperparameters(self.hyperparameters(), logger=False)
+        super().__init__(inputs, s)
         self.lmbda, self.ema_decay, self.skip_tokens = float(s.lmbda), float(s.ema_decay), int(s.skip_tokens)
         self.sampling = SamplingSettings(**(s.generation or {}))
-        if s.teacher == "ema":
-            self._frozen.append(self._freeze(copy.deepcopy(self.lm)))
         from transformers import AutoTokenizer
 
         from ifdistill.evaluator.prompts import stop_token_ids as evaluator_stop_ids
@@ -100,6 +87,10 @@ class OnPolicyDistillModule(OnPolicyDistillHooks, ICLDistillModule):
                                        seed=int(inputs.seed))
         self.monitor = SampleMonitor(self.tokenizer, table_every=s.sample_table_every, table_rows=s.sample_table_rows,
                                      min_eos_rate=s.min_eos_rate, patience=s.eos_patience, action=s.on_eos_collapse)
+
+    def frozen_teacher(self, inputs: TrainingInputs, s: OnPolicyDistillSettings) -> Optional[Any]:
+        """``ema``: a copy of the student, updated after every optimizer step; else the shared teachers'."""
+        return copy.deepcopy(self.lm) if s.teacher == "ema" else super().frozen_teacher(inputs, s)
 
     def _train_keys(self) -> tuple[str, ...]:
         return super()._train_keys() + GEN_KEYS

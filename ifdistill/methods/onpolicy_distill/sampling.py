@@ -26,24 +26,13 @@ import numpy as np
 import torch
 
 from ifdistill.data.collate import IGNORE, IclCollator
+from ifdistill.methods.onpolicy_distill.settings import SamplingSettings
 
 
 @dataclasses.dataclass(frozen=True)
 class Sample:
     tokens: list[int]  # the completion, its stop token included when it has one
     ended: bool  # ended with a stop token (not at the budget)
-
-
-@dataclasses.dataclass(frozen=True)
-class SamplingSettings:
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 128
-    greedy: bool = False
-
-    def __post_init__(self):
-        if self.temperature <= 0 or not 0 < self.top_p <= 1 or self.max_new_tokens < 1:
-            raise ValueError(f"method.generation: temperature > 0, 0 < top_p <= 1, max_new_tokens >= 1; got {self}")
 
 
 def cut_at_stop(tokens: Sequence[int], stop_ids: Sequence[int]) -> Sample:

@@ -27,7 +27,8 @@ from typing import Any, Optional
 
 import torch
 
-from ifdistill.methods.onpolicy_distill.sampling import Sample, SamplingSettings, cut_at_stop
+from ifdistill.methods.onpolicy_distill.sampling import Sample, cut_at_stop
+from ifdistill.methods.onpolicy_distill.settings import SamplingSettings
 
 
 class VLLMSampler:

@@ -36,7 +36,7 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 
-from ifdistill.train import drift
+from ifdistill.train import drift, kernels
 from ifdistill.train.chunked_head import (ChunkObjective, Head, call_as_forward, chunked_head_objective, chunked_sums,
                                           head_tensors, unchunkable)
 from ifdistill.train.losses import ce_kd_with_stats, supervised_positions, token_stats
@@ -94,9 +94,17 @@ class SFTModule(SFTHooks, pl.LightningModule):
         self.settings = settings if settings is not None else self.settings_class()
         self.save_hyperparameters(self.hyperparameters(), logger=False)  # the run's config reaches the loggers
         self.optim_cfg = dict(inputs.optim or {})
+        ks = kernels.settings(inputs.kernels)
         self.lm = SelectiveLM(build_model(inputs.model, inputs.peft, dtype=inputs.dtype,
                                           gradient_checkpointing=inputs.gradient_checkpointing,
-                                          attn_implementation=inputs.attn_implementation))
+                                          attn_implementation=inputs.attn_implementation,
+                                          liger=kernels.want_liger(kernels.choice(ks.liger, "liger"))))
+        # the decoder layers compiled (ifdistill.train.kernels), before any copy of the model is taken
+        self.compile_layers = kernels.choice(ks.compile, "compile")
+        self.compile_options = kernels.compile_options(ks.dynamic, ks.compile_mode, ks.compile_backend)
+        kernels.compile_layers(decoder_layers(self.model), self.compile_layers, self.compile_options)
+        loss = kernels.choice(ks.compile_loss, "compile_loss")
+        self.compile_loss = self.compile_layers if loss == kernels.AUTO else loss
         self.val_names = list(inputs.val_names)
         self.train_sums = TokenSums(self._train_keys())
         # -- drift from the base (ifdistill.train.drift): its sums, its reference from setup() --
@@ -143,7 +151,11 @@ class SFTModule(SFTHooks, pl.LightningModule):
         self._fsdp_applied = True
 
     def setup(self, stage: str) -> None:
-        """The drift's base, before Lightning restores a checkpoint (:mod:`ifdistill.train.drift`)."""
+        """Compiled layers checked against the strategy (:func:`ifdistill.train.kernels.check_strategy`); the
+        drift's base, before Lightning restores a checkpoint (:mod:`ifdistill.train.drift`)."""
+        if self._trainer is not None:
+            kernels.check_strategy(self.trainer.strategy, self.trainer.world_size, self.compile_layers,
+                                   decoder_layers(self.model))
         if self.inputs.drift_from_base and self.drift is None:
             self.drift = drift.BaseReference.of(self)
 
@@ -210,6 +222,7 @@ class SFTModule(SFTHooks, pl.LightningModule):
         runs first, so that its gathered parameters and activations are freed before the student's graph
         is built. ``teacher_head`` maps the student's head tensors to the teacher's (default: the same).
         """
+        loss_fn = kernels.compiled_objective(loss_fn, self.compile_loss, self.device, self.compile_options)
         if not self.logit_chunk_size or self._unchunked(self.lm.output_head()):
             t_logits = teacher(True) if teacher is not None else None
             return loss_fn(student(True), targets, t_logits)

@@ -375,9 +375,12 @@ def test_two_benchmarks_per_checkpoint_from_one_export(tmp_path):
     IFEval-style split) and on IFBench, each in its own evaluator process with its own eval config;
     both land in metrics.json and W&B on their own step axes, and ``ifdistill-eval`` afterwards on the
     same export gives identical samples for both. A third, the LLM judge (the tiny model judging the
-    export's responses), is byte-identical in training and after it. (Transformers backend: the callback's vLLM path is
-    covered by the run above; here what matters is two benchmarks from one export.)"""
+    export's responses), is byte-identical in training and after it, and so is a fourth, M-IFEval French
+    (samples, metrics, eval_config_hash; W&B ``mifeval_fr/*`` on ``mifeval_fr/step``). (Transformers backend:
+    the callback's vLLM path is covered by the run above; here what matters is several benchmarks from one
+    export.)"""
     ifbench, judge = "callbacks.checkpoint_eval.evals.ifbench", "callbacks.checkpoint_eval.evals.judge"
+    mifeval = "callbacks.checkpoint_eval.evals.mifeval_fr"
     run = train_cli(tmp_path / "train", "callbacks=checkpoint_eval_ifbench",
                     "eval@callbacks.checkpoint_eval.evals.ifbench=ifbench_local", "trainer.max_steps=4",
                     "run.eval_every_n_steps=4", "run.checkpoint_every_n_steps=4",
@@ -389,21 +392,26 @@ def test_two_benchmarks_per_checkpoint_from_one_export(tmp_path):
                     f"{judge}.data.path=${{paths.shared_data_dir}}/ifeval/input_data.jsonl",
                     f"{judge}.data.max_examples=2", f"{judge}.generation.max_new_tokens=4",
                     f"{judge}.judge.model.name_or_path=builtin:tiny", f"{judge}.judge.max_new_tokens=4",
-                    f"{judge}.runtime.progress=false")
+                    f"{judge}.runtime.progress=false",
+                    # a fourth: M-IFEval French (its own checkers and language tools), 4 prompts
+                    f"+eval@{mifeval}=mifeval_fr", f"{mifeval}.backend=hf", f"{mifeval}.data.max_examples=4",
+                    f"{mifeval}.generation.max_new_tokens=16", f"{mifeval}.runtime.progress=false")
     metrics = json.loads((run / "metrics.json").read_text())
     assert sorted(metrics["checkpoints"]) == ["4"] and sorted(metrics["evals"]["ifbench"]) == ["4"]
+    assert sorted(metrics["evals"]["mifeval_fr"]) == ["4"]
     assert metrics["failures"] == []
     ifeval_entry, ifbench_entry = metrics["checkpoints"]["4"], metrics["evals"]["ifbench"]["4"]
     assert ifbench_entry["results_dir"] == "evals/ifbench/step_000004"
     assert ifeval_entry["eval_config_hash"] != ifbench_entry["eval_config_hash"]
-    for name in (None, "ifbench"):
-        assert_post_training_eval_identical(run, 4, tmp_path / f"post_{name}", benchmark=name, n=8)
+    for name, n in ((None, 8), ("ifbench", 8), ("mifeval_fr", 4)):
+        assert_post_training_eval_identical(run, 4, tmp_path / f"post_{name}", benchmark=name, n=n)
     ifbench_results = json.loads((run / "evals" / "ifbench" / "step_000004" / "results.json").read_text())
     assert ifbench_results["config"]["eval"]["benchmark"] == "ifbench"
     assert ifbench_entry["metrics"] == ifbench_results["metrics"]
     (wandb_run,) = find_run_dirs(run / "logs" / "wandb")
     history = read_run(wandb_run)["history"]
     assert [r["ifeval/step"] for r in history if "ifeval/prompt_level_strict_acc" in r] == [4]
+    assert [r["mifeval_fr/step"] for r in history if "mifeval_fr/inst_level_strict_acc" in r] == [4]
     rows = [r for r in history if "ifbench/prompt_level_loose_acc" in r]
     assert [r["ifbench/step"] for r in rows] == [4]
     assert rows[0]["ifbench/prompt_level_loose_acc"] == pytest.approx(ifbench_results["metrics"]["prompt_level_loose_acc"])

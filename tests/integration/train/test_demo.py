@@ -109,11 +109,11 @@ def test_demo_console_is_ifdistills_lines_and_ends_with_the_table(tmp_path):
     assert lines[-1] == "eval_config_hash identical in training and after: True"
     table = lines[-(evals + 4):-1]  # header, rule, one row per evaluation, the post-training row
     assert table[0] == ("| step | prompt strict | inst strict | prompt loose | inst loose | Δ prompt strict vs base "
-                        "| verdict |") and table[1] == "|---" * 7 + "|"
+                        "| MDE | verdict |") and table[1] == "|---" * 8 + "|"
     assert [row.split(" | ")[0] for row in table[2:]] == ["| 0 (base)"] + \
         [f"| {s}" for s in range(every, steps + 1, every)] + [f"| {steps} (ifdistill-eval, after training)"]
-    assert table[2].endswith("| - | (base) |")
-    verdicts = ("wins", "forgetting", "unverified gain", "no clear gain")  # the results page's
+    assert table[2].endswith("| - | - | (base) |")
+    verdicts = ("wins", "forgetting", "unverified gain", "no clear gain", "underpowered")  # the results page's
     assert all(row.rsplit(" | ", 1)[1].removesuffix(" |").startswith(verdicts) for row in table[3:]), table
     progress = sum(ln.startswith("[train] step") for ln in lines)
     assert progress == steps // FULL_DEMO["log_every"]  # demo preset: a line every 10 steps

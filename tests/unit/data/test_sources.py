@@ -217,3 +217,24 @@ def test_ifeval_inputs_and_synthetic_eval_load_as_prompt_only_examples():
     syn = load_source(SourceSpec(name="syn_eval", synthetic="eval", need_completion=False))
     assert len(syn.examples) >= 100 and all(e.completion == "" and e.key for e in syn.examples)
     assert syn.stats.identity["kind"] == "synthetic" and syn.stats.identity["sha256"]
+
+
+@pytest.mark.parametrize(("roles", "says"), [
+    (["user", "assistant", "assistant"], "an assistant turn after an assistant turn"),
+    (["assistant", "user"], "an assistant turn as the first turn"),
+    (["user", "user"], "a user turn after a user turn"),
+    (["system", "user", "assistant", "system"], "a system turn after an assistant turn"),
+])
+def test_a_turn_out_of_order_is_named_in_english(roles, says):
+    from ifdistill.data.records import check_turn_order
+
+    with pytest.raises(DataError, match=says):
+        check_turn_order([{"role": r, "content": "x"} for r in roles], "f.jsonl:1")
+
+
+def test_a_conversation_that_ends_wrong_is_named_in_english():
+    from ifdistill.data.records import check_turn_order
+
+    turns = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
+    with pytest.raises(DataError, match="ends with an assistant turn; a prompt ends with a user turn"):
+        check_turn_order(turns, "f.jsonl:1", end="user")

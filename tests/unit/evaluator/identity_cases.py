@@ -31,6 +31,8 @@ CASES = {
                        "eval.judge.mode=pairwise", "eval.judge.reference={workdir}/reference.jsonl"],
     "lmeval": ["eval=lmeval", "eval.lmeval.tasks=[smoke_gsm8k,smoke_commonsense_qa]",
                "eval.lmeval.include_path=[{workdir}/tasks]", "eval.lmeval.num_fewshot=0"],
+    "ifeval_multiturn": ["eval=ifeval_multiturn", *ROWS],
+    "ifeval_reliable_at_4": ["eval=ifeval_local", *ROWS, "eval.generation.greedy=false", "eval.generation.samples=4"],
     "lmeval_options": ["eval=lmeval", "eval.lmeval.tasks=[smoke_gsm8k,smoke_commonsense_qa]",
                        "eval.lmeval.include_path=[{workdir}/tasks]", "eval.lmeval.num_fewshot=0", "eval.lmeval.apply_chat_template=true",
                        "eval.lmeval.limit=2", "eval.lmeval.fewshot_seed=7", "eval.lmeval.bootstrap_iters=0"],

@@ -60,12 +60,28 @@ GENERATION_KEYS = [f.name for f in dataclasses.fields(GenerationSettings)]
 RUNTIME_KEYS = [f.name for f in dataclasses.fields(RuntimeSettings)]
 
 
+SAMPLED = "eval.generation.greedy=false"  # k responses per prompt need sampling
+
+
 @pytest.mark.parametrize("key", GENERATION_KEYS)
 def test_every_generation_setting_changes_the_hash(key, tmp_path, base_hash):
     default = getattr(GenerationSettings(), key)
     if key == "max_new_tokens":
         default = 64
+    if key == "samples":  # against a sampled evaluation of one response per prompt
+        assert _hash(tmp_path, SAMPLED, f"eval.generation.samples={_changed(key, default)}") != _hash(tmp_path, SAMPLED)
+        return
     assert _hash(tmp_path, f"eval.generation.{key}={_changed(key, default)}") != base_hash
+
+
+def test_a_setting_added_later_leaves_every_hash_at_its_default(tmp_path, base_hash):
+    """``samples`` enters the fingerprint only away from its default (HASHED_WHEN_SET): stated or not, one
+    response per prompt hashes as before the setting existed (the pinned hashes:
+    tests/unit/evaluator/test_benchmark_identity.py)."""
+    plan = prepare(load_config([*BASE, "eval.generation.samples=1"], output_dir=str(tmp_path / "out")))
+    assert plan.eval_config_hash == base_hash and "samples" not in plan.fingerprint["generation"]
+    plan = prepare(load_config([*BASE, SAMPLED, "eval.generation.samples=3"], output_dir=str(tmp_path / "out")))
+    assert plan.fingerprint["generation"]["samples"] == 3 and len(plan.requests) == 3 * len(plan.prompts)
 
 
 @pytest.mark.parametrize("overrides", [
@@ -149,3 +165,13 @@ def test_the_same_rows_from_the_hub_layout_or_the_hub_fallback_give_the_same_has
             row["kwargs"] = [{n: kw.get(n) for n in names} for kw in row["kwargs"]]
             f.write(json.dumps(row) + "\n")
     assert _hash(tmp_path, f"eval.data.path={hub_layout}") == base_hash
+
+
+def test_the_transformers_backends_sampler_is_in_the_hash_of_its_sampled_evaluations_only(tmp_path):
+    from ifdistill.evaluator.fingerprint import HF_SAMPLER
+
+    def generation(*overrides):
+        return prepare(load_config([*BASE, *overrides], output_dir=str(tmp_path / "out"))).fingerprint["generation"]
+
+    assert generation("eval.backend=hf", SAMPLED)["hf_sampler"] == HF_SAMPLER
+    assert "hf_sampler" not in generation("eval.backend=hf") and "hf_sampler" not in generation(SAMPLED)

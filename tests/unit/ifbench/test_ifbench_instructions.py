@@ -196,7 +196,7 @@ def test_every_constraint_has_a_passing_and_a_failing_case():
 
 def test_58_ids_next_to_ifevals_25():
     assert len(IFBENCH_REGISTRY) == 58 and len(INSTRUCTION_REGISTRY) == 25
-    assert all_instructions() == {**INSTRUCTION_REGISTRY, **IFBENCH_REGISTRY}
+    assert {**INSTRUCTION_REGISTRY, **IFBENCH_REGISTRY}.items() <= all_instructions().items()
     for iid, cls in IFBENCH_REGISTRY.items():
         assert cls.instruction_id == iid
 

@@ -106,8 +106,9 @@ def write_eval_dir(path: Path, rows: Sequence[Mapping[str, Any]], *, nested: boo
 def write_run_dir(path: Path, *, run_id: str, seed: int, config: dict,
                   checkpoints: Mapping[int, Sequence[Mapping[str, Any]]],
                   train: Mapping[int, Mapping[str, float]] | None = None, method: str | None = None,
-                  key_config: dict | None = None, config_hash: str | None = None) -> Path:
-    """A training run: ``config.yaml``, metrics.json, and ``evals/step_XXXXXX/`` per checkpoint."""
+                  key_config: dict | None = None, config_hash: str | None = None, **eval_kwargs: Any) -> Path:
+    """A training run: ``config.yaml``, metrics.json, and ``evals/step_XXXXXX/`` per checkpoint
+    (``eval_kwargs``: :func:`results_json`'s, for every checkpoint's evaluation)."""
     from omegaconf import OmegaConf
 
     path.mkdir(parents=True, exist_ok=True)
@@ -116,7 +117,7 @@ def write_run_dir(path: Path, *, run_id: str, seed: int, config: dict,
         run_id, config_hash or f"cfg-{run_id}", seed=seed, method=method, config=key_config or {})))
     for step, rows in checkpoints.items():
         rel = f"evals/step_{step:06d}"
-        write_eval_dir(path / rel, rows)
+        write_eval_dir(path / rel, rows, **eval_kwargs)
         results = json.loads((path / rel / "results.json").read_text())
         run_metrics.record_checkpoint(path, step, results, rel, "callback")
     for step, values in (train or {}).items():

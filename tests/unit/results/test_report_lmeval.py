@@ -43,7 +43,8 @@ def _report(tmp_path):
 def test_lmeval_columns_best_paired_deltas_and_seed_spread(tmp_path):
     report = _report(tmp_path)
     assert sorted(c["metric"] for c in report["columns"]) == sorted([GSM, CSQA])
-    assert all(c["benchmark"] == "lmeval" and c["fraction"] is False for c in report["columns"])
+    # exact_match and acc are rates: percent, as on the results page (the metric's own is_fraction)
+    assert all(c["benchmark"] == "lmeval" and c["fraction"] is True for c in report["columns"])
     headline = report["columns"][0]["metric"]
     assert report["options"]["select_metric"] == headline == GSM  # lm-eval's first metric, gsm8k's
 
@@ -75,7 +76,7 @@ def test_lmeval_columns_best_paired_deltas_and_seed_spread(tmp_path):
     md = tables.render_markdown(report, title="lm-eval report")
     runs_table = md.split("## Runs")[1].split("##")[0]
     assert "prompt strict" not in md and "McNemar" not in md
-    assert f"{rows['s1']['final'][GSM]:.4f} ± " in runs_table  # values as they are, not percent
+    assert f"| {100 * rows['s1']['final'][GSM]:.2f} ± " in runs_table  # a rate in percent
     assert f"Δ {report['columns'][0]['label']}" in md and f"best {report['columns'][0]['label']}" in runs_table
 
 

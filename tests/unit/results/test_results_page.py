@@ -11,6 +11,7 @@ import csv
 import math
 import os
 import statistics
+from statistics import NormalDist
 
 import pytest
 
@@ -103,6 +104,9 @@ def _expected_delta(column, run, base, paired=True):
 
 BASE = (BASE_IF, BASE_GSM, BASE_CSQA)
 TOL = 1e-12  # sums of at most 100 terms of 0/1 and their square roots: exact to ~1e-15
+#: the MDE in standard errors: the 2-se rule finds an effect d with probability Phi(d / se - 2); 80 % at
+#: d = (2 + z_0.8) se
+MDE_SE = 2 + NormalDist().inv_cdf(0.8)
 
 
 def test_cells_match_outcomes_and_gaps_are_explicit(page_dirs):
@@ -136,17 +140,21 @@ def test_deltas_flat_marks_and_verdicts(page_dirs):
             delta, se = _expected_delta(col, outcome, BASE, paired)
             assert got[col]["se_kind"] == ("paired" if paired else "unpaired")
             assert got[col]["delta"] == pytest.approx(delta, abs=TOL) and got[col]["se"] == pytest.approx(se, abs=TOL)
+            assert got[col]["mde"] == pytest.approx(MDE_SE * se, abs=TOL)
             flat = delta == 0 or abs(delta) < 2 * se
             assert got[col]["flat"] == flat
-            expected[col] = (delta, flat)
-        # the lab's rule, applied here to the expected numbers
-        d, flat = expected["IFEval prompt strict"]
+            expected[col] = (delta, flat, se)
+        # the lab's rule, applied here to the expected numbers; without a gain, the MDE against 5 points
+        d, flat, se = expected["IFEval prompt strict"]
         gain = d > 0 and not flat
-        down = [c for c, (x, f) in expected.items() if c != "IFEval prompt strict" and x < 0 and not f]
+        down = [c for c, (x, f, _) in expected.items() if c != "IFEval prompt strict" and x < 0 and not f]
         untested = len(expected) < len(COLUMNS)
-        verdict = ("forgetting" if down else "unverified gain" if untested else "wins") if gain else "no clear gain"
+        powered = "underpowered" if 100 * MDE_SE * se > 5 else "no clear gain"
+        verdict = ("forgetting" if down else "unverified gain" if untested else "wins") if gain else powered
         row = next(r for r in page["rows"] if r["name"] == name)
         assert row["verdict"]["verdict"] == verdict
+        if not gain:
+            assert row["verdict"]["note"] == f"could have detected >= {100 * MDE_SE * se:.1f} points"
         seen_verdicts.add(verdict)
     assert seen_verdicts == {"wins", "forgetting", "no clear gain", "unverified gain"}  # the scenario exercises every branch
     assert "untested: GSM8K strict, CommonsenseQA" in next(r for r in page["rows"] if r["name"] == "othercfg")["verdict"]["note"]
@@ -178,7 +186,8 @@ def test_markdown_html_and_csv_show_the_same_numbers(page_dirs):
     assert body["wins"][header.index("verdict")] == "wins" and body["wins"][header.index("reproducibility")] == "DIFFERS (n=2)"
     deltas = md_table(md, "### Deltas")
     d = {r[0]: r for r in deltas[1:]}
-    assert d["nogain"][deltas[0].index("Δ GSM8K strict")].endswith("~ (u)")
+    se = _expected_delta("GSM8K strict", OUTCOMES["nogain"], BASE, paired=False)[1]
+    assert d["nogain"][deltas[0].index("Δ GSM8K strict")].endswith(f"~ (u, MDE {100 * MDE_SE * se:.2f})")
     assert d["othercfg"][deltas[0].index("Δ CommonsenseQA")] == "— (eval config differs)"
     page_html = (out / "report.html").read_text()
     assert "http://" not in page_html and "https://" not in page_html and "data:image/png;base64," in page_html
@@ -211,7 +220,8 @@ def test_columns_thresholds_and_bad_input(page_dirs, tmp_path, capsys):
     page = write_report([root / "sweep"], tmp_path / "a", base_model=root / "base", page_options=only)["report"]["page"]
     rows = {r["name"]: r for r in page["rows"]}
     assert rows["wins"]["cells"]["mmlu/acc"] is None and any("no mmlu/acc" in n for n in page["notes"])
-    assert rows["wins"]["verdict"]["verdict"] == "no clear gain"  # nothing beyond 100 se
+    # nothing beyond 100 se; the rule at 100 se detects only effects of (100 + z_0.8) se: over 5 points
+    assert rows["wins"]["verdict"]["verdict"] == "underpowered"
     assert main([str(root / "sweep"), "-o", str(tmp_path / "b"), "--columns", "bogus:x"]) == 2
     assert "bogus:x" in capsys.readouterr().err and not (tmp_path / "b").exists()
     assert main([str(root / "sweep"), "-o", str(tmp_path / "c"), "--compare", "wins:nosuchrow"]) == 2
@@ -222,7 +232,7 @@ def test_columns_thresholds_and_bad_input(page_dirs, tmp_path, capsys):
     deltas = md_table((tmp_path / "d" / "report.md").read_text(), "### Deltas")
     delta, se = _expected_delta("GSM8K strict", OUTCOMES["forgetting"], OUTCOMES["wins"])
     assert deltas[1][:2] == ["forgetting", "wins"] and len(deltas) == 2
-    assert deltas[1][2] == f"{100 * delta:+.2f} ± {100 * se:.2f}" and abs(delta) >= 2 * se
+    assert deltas[1][2] == f"{100 * delta:+.2f} ± {100 * se:.2f} (MDE {100 * MDE_SE * se:.2f})" and abs(delta) >= 2 * se
 
 
 def test_sweep_curves_mean_and_se_over_seeds(tmp_path):

@@ -279,3 +279,36 @@ def test_held_out_sums_chunked_equal_unchunked(icl_items):
     assert a["count"] == b["count"] > 5
     for key in a:  # float32 sums over the held-out tokens in chunks of 5 instead of at once
         assert b[key] == pytest.approx(a[key], rel=max(1e-5, 2 * a["count"] * 1.2e-7)), key
+
+
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+def test_under_autocast_the_float32_head_is_cast_once_per_step_with_the_same_results(lora, monkeypatch):
+    """Autocast caches its casts only of leaves that require grad; the objective reads the head's weights
+    detached, so each chunk's matmul would cast the float32 weight again. ``compute_copy`` casts it once: the
+    same bf16 operands, so the results are bit for bit those of the per-chunk casts, with chunks - 1 fewer
+    weight-sized casts."""
+    from torch.profiler import ProfilerActivity, profile
+
+    import ifdistill.train.chunked_head as ch
+
+    g = torch.Generator().manual_seed(0)
+    n, hidden, vocab, chunk = 48, 16, 64, 8
+    h, w = torch.randn(n, hidden, generator=g), torch.randn(vocab, hidden, generator=g) * 0.1
+    factors = (torch.randn(4, hidden, generator=g) * 0.1, torch.randn(vocab, 4, generator=g) * 0.1) if lora else None
+    y = torch.randint(0, vocab, (n,), generator=g)
+
+    def run():
+        (hh,) = leaves(h)
+        head, params = make_head(w, factors)
+        with torch.autocast("cpu", dtype=torch.bfloat16), profile(activities=[ProfilerActivity.CPU],
+                                                                 record_shapes=True) as prof:
+            loss, _ = chunked_head_objective(hh, head, y, sft_loss, chunk_size=chunk)
+        loss.backward()
+        casts = sum(1 for e in prof.events() if e.name == "aten::_to_copy" and list(e.input_shapes[0]) == [vocab, hidden])
+        return loss.detach(), [hh.grad, *(p.grad for p in params)], casts
+
+    loss, grads, casts = run()
+    monkeypatch.setattr(ch, "compute_copy", lambda t: None if t is None else t.detach())  # the per-chunk casts
+    loss_0, grads_0, casts_0 = run()
+    assert torch.equal(loss, loss_0) and all(torch.equal(a, b) for a, b in zip(grads, grads_0))
+    assert casts == 1 and casts_0 >= n // chunk  # once per step, instead of once (or twice) per chunk

@@ -127,7 +127,7 @@ def test_an_argument_only_python_can_give_is_refused_by_name_and_not_offered():
 @pytest.mark.parametrize("overrides, says", [
     (["method=distill", "method.kl=bogus"], "method.kl: must be one of"),
     (["method=distill", "method.kd_ratio=2"], "method.kd_ratio: must be in [0, 1]"),
-    (["method=distill", "method.teacher=separate"], "method.teacher=separate needs method.teacher_model"),
+    (["method=distill", "method.teacher=separate"], "method.teacher=separate needs teacher_model"),
     (["method=distill", "method.temperature=0"], "method.temperature: must be > 0"),
     (["method=distill", "method.kl=jsd", "method.beta=1.5"], "method.beta: must be in (0, 1)"),
     (["method=distill", "method.topk=0"], "method.topk: must be null (the full vocabulary) or >= 1"),  # not "off"
@@ -153,7 +153,7 @@ def test_an_argument_only_python_can_give_is_refused_by_name_and_not_offered():
     (["trainer=deepspeed_stage_3", "trainer.strategy.offload_parameters=disk"], "trainer.strategy.offload_parameters:"),
 ])
 def test_a_value_the_settings_refuse_is_refused_before_anything_is_built(overrides, says):
-    """Range and choice checks live in the settings dataclasses (and distillation's setting_problems), which
+    """Range and choice checks live in the settings dataclasses (their problems(), every line), which
     the objects' constructors run too; preflight runs them on the composed tree, so such a value is one line,
     exit 2, before a run directory exists (each once made the directory, then failed as the object was built)."""
     cfg = compose("train", [*BASE, *overrides])

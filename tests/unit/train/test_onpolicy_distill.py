@@ -164,7 +164,7 @@ def test_greedy_samples_are_the_students_argmax_continuation(icl_items, tiny_tok
 def test_settings_the_method_refuses():
     with pytest.raises(ValueError, match="lmbda"):
         OnPolicyDistillModule(TrainingInputs(TINY, LORA), OnPolicyDistillSettings(lmbda=1.5))
-    with pytest.raises(ValueError, match="method.kl"):
+    with pytest.raises(ValueError, match="kl: must be one of forward, reverse, jsd, sampled"):
         OnPolicyDistillModule(TrainingInputs(TINY, LORA), OnPolicyDistillSettings(kl="tv"))
     with pytest.raises(ValueError, match="on_eos_collapse"):
         OnPolicyDistillModule(TrainingInputs(TINY, LORA), OnPolicyDistillSettings(on_eos_collapse="panic"))
@@ -176,28 +176,38 @@ def test_settings_the_method_refuses():
     assert "trainer.devices=1" in OnPolicyDistillModule.config_problems({**DATA_KEYS, "engine": "vllm"}, two)[0]
 
 
+def _refused(section: dict) -> list[str]:
+    """What preflight says of an on-policy ``method`` section: its settings class's lines, then the rules
+    across sections (config_problems)."""
+    from ifdistill.config import settings_problems
+
+    return (settings_problems(section, "method", OnPolicyDistillSettings)
+            + OnPolicyDistillModule.config_problems({**DATA_KEYS, **section}, OmegaConf.create({})))
+
+
 @pytest.mark.parametrize("generation", [{"temperature": 0.7}, {"top_p": 0.9}, {"greedy": True}])
 def test_sampling_that_is_not_the_students_own_is_refused_for_the_sampled_estimator(generation):
     """The sampled estimator holds for y ~ p_s only; the full-vocabulary divergences take any prefixes."""
-    cfg = OmegaConf.create({})
-    (line,) = OnPolicyDistillModule.config_problems({**DATA_KEYS, "kl": "sampled", "generation": generation}, cfg)
+    (line,) = _refused({"kl": "sampled", "generation": generation})
     key, value = next(iter(generation.items()))
-    assert f"{key}={value}" in line and "biased" in line and "kl=reverse" in line
-    assert OnPolicyDistillModule.config_problems({**DATA_KEYS, "kl": "reverse", "generation": generation}, cfg) == []
+    assert line.startswith("method.kl=sampled") and f"{key}={value}" in line and "biased" in line
+    assert "kl=reverse" in line
+    assert _refused({"kl": "reverse", "generation": generation}) == []
     with pytest.raises(ValueError, match=f"{key}={value}"):
         OnPolicyDistillModule(TrainingInputs(TINY, LORA),
                               OnPolicyDistillSettings(kl="sampled", generation=generation))
 
 
 def test_method_keys_that_a_path_would_ignore_are_refused():
-    cfg = OmegaConf.create({})
-    (top_k,) = OnPolicyDistillModule.config_problems({**DATA_KEYS, "kl": "reverse", "generation": {"top_k": 20}}, cfg)
+    (top_k,) = _refused({"kl": "reverse", "generation": {"top_k": 20}})
     assert "method.generation: unknown key top_k" in top_k
-    (topk,) = OnPolicyDistillModule.config_problems({**DATA_KEYS, "kl": "sampled", "topk": 5}, cfg)
-    assert "method.topk" in topk
-    assert OnPolicyDistillModule.config_problems({**DATA_KEYS, "kl": "jsd", "topk": 5}, cfg) == []
-    (temperature,) = OnPolicyDistillModule.config_problems({**DATA_KEYS, "kl": "sampled", "temperature": 2.0}, cfg)
-    assert "method.temperature=1" in temperature
+    (topk,) = _refused({"kl": "sampled", "topk": 5})
+    assert "method.kl=sampled" in topk and "topk (got 5)" in topk
+    assert _refused({"kl": "jsd", "topk": 5}) == []
+    (temperature,) = _refused({"kl": "sampled", "temperature": 2.0})
+    assert "method.kl=sampled needs temperature=1" in temperature
+    (budget,) = _refused({"generation": {"max_new_tokens": 0}})  # a value the sampling refuses, before a model
+    assert budget.startswith("method.generation: ") and "max_new_tokens >= 1" in budget
 
 
 def test_an_unknown_or_refused_key_stops_training_before_its_run_directory(tmp_path):

@@ -8,7 +8,8 @@ import torch
 
 from ifdistill.data.collate import IclCollator
 from ifdistill.methods.distill.module import ICLDistillModule
-from ifdistill.methods.distill.settings import DistillSettings, cache_refusal
+from ifdistill.methods.distill.hooks import DistillHooks
+from ifdistill.methods.distill.settings import DistillSettings
 from ifdistill.methods.distill.teacher_pass_runner import ensure_teacher_cache
 from ifdistill.train.method import TrainingInputs
 
@@ -70,10 +71,12 @@ def test_small_k_stays_close_and_never_exceeds_the_online_kl(icl_items, tiny_tok
 
 
 def test_schemes_that_cannot_share_a_cache_are_refused(tmp_path):
-    assert cache_refusal({"teacher_source": "online", "demos": "shared", "k": 4}) is None
-    assert cache_refusal({"teacher_source": "cache", "demos": "per_example", "k": 4}) is None
-    assert cache_refusal({"teacher_source": "cache", "demos": "shared", "k": 0}) is None
-    assert "per_example" in cache_refusal({"teacher_source": "cache", "demos": "shared", "k": 4})
+    # the rule across the data layer's keys is the hooks' (config_problems); the values' own, the settings'
+    refused = DistillHooks.config_problems
+    assert refused({"teacher_source": "online", "demos": "shared", "k": 4}, {}) == []
+    assert refused({"teacher_source": "cache", "demos": "per_example", "k": 4}, {}) == []
+    assert refused({"teacher_source": "cache", "demos": "shared", "k": 0}, {}) == []
+    assert "per_example" in refused({"teacher_source": "cache", "demos": "shared", "k": 4}, {})[0]
     with pytest.raises(ValueError, match="frozen teacher"):
         ICLDistillModule(TrainingInputs(TINY, LORA),
                          DistillSettings(teacher="self_stopgrad", teacher_source="cache", cache_dir=str(tmp_path)))
