@@ -29,9 +29,9 @@ objective on CUDA, Liger's kernels where liger-kernel imports; :mod:`ifdistill.t
 compile nor Liger, the step before them; ``_compiled``; ``_liger``), measured before any row with Liger
 (Liger patches transformers' classes for the rest of the process).
 
-The peer in the same run: TRL's ``SFTTrainer`` (:func:`measure_trl_sft`, the ``bench`` extra) on the same model
-files, examples, rows, attention kernel and precision, its padding-free collator and Liger where installed;
-``ifdistill/TRL tokens/s`` per kind and row length. Issue 56's goal: >= 1.2x on every row.
+The peer in the same run: TRL's ``SFTTrainer`` (:func:`bench.trl_peer.measure_trl_sft`, the ``bench`` extra) on
+the same model files, examples, rows, attention kernel and precision, its padding-free collator and Liger where
+installed; ``ifdistill/TRL tokens/s`` per kind and row length. Issue 56's goal: >= 1.2x on every row.
 
 MFU = model FLOPs per second / peak dense bf16 FLOP/s of the device. Model FLOPs of one step (PaLM,
 Chowdhery et al. 2022, appendix B, with the causal attention halved):
@@ -64,9 +64,7 @@ GPU every timing is bracketed by ``torch.cuda.synchronize``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import shutil
 import statistics
 import sys
 import tempfile
@@ -78,224 +76,18 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make the repository importable
     sys.path.insert(0, str(ROOT))
 
-from bench.step_costs import profile_step, step_flops  # noqa: E402  (after the path is set)
+# after the path is set:
+from bench.gpu_steps import (FULL, LORA, SHAPES, SMOKE_SHAPES, batches_from, build_model_dir,  # noqa: E402
+                             data_cfg, kernels_used, make_optimizer, model_cfg, packed_rows, peak_bf16_flops,
+                             peak_gib, place, production_chunk_size, reset_peak, sft_items, time_interleaved,
+                             train_step)
+from bench.step_costs import profile_step, step_flops  # noqa: E402
+from bench.trl_peer import measure_trl_sft, trl_available  # noqa: E402
 from ifdistill.methods.distill.settings import DistillSettings  # noqa: E402
 from ifdistill.train.method import TrainingInputs  # noqa: E402
 
-# -- shapes --------------------------------------------------------------------------------------------
-_ROPE, _EPS, _VOCAB = 1000000.0, 1e-6, 151936
-SHAPES: dict[str, dict[str, Any]] = {
-    # huggingface.co/Qwen/Qwen3-1.7B/blob/main/config.json (tie_word_embeddings: true)
-    "Qwen3-1.7B": dict(arch="qwen3", hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
-                       num_attention_heads=16, num_key_value_heads=8, head_dim=128, vocab_size=_VOCAB,
-                       rope_theta=_ROPE, rms_norm_eps=_EPS, max_position_embeddings=40960, tie_word_embeddings=True),
-    # huggingface.co/Qwen/Qwen2.5-0.5B/blob/main/config.json (tie_word_embeddings: true; head_dim = 896 / 14)
-    "Qwen2.5-0.5B": dict(arch="qwen2", hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-                         num_attention_heads=14, num_key_value_heads=2, head_dim=64, vocab_size=_VOCAB,
-                         rope_theta=_ROPE, rms_norm_eps=_EPS, max_position_embeddings=32768, tie_word_embeddings=True),
-}
-SMOKE_SHAPES: dict[str, dict[str, Any]] = {
-    "smoke-qwen3": dict(SHAPES["Qwen3-1.7B"], hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                        num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=4096),
-    "smoke-qwen2": dict(SHAPES["Qwen2.5-0.5B"], hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                        num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=4096),
-}
-PEAK_BF16_FLOPS = (("H200", 989.4e12), ("H100 NVL", 835e12), ("H100 PCIe", 756e12), ("H100", 989.4e12),
-                   ("A100", 312e12))
-LORA = {"method": "lora", "r": 16, "alpha": 32, "dropout": 0.0}
-FULL = {"method": "none"}
-MARKER = "bench_gpu_model.json"
-
-
-def peak_bf16_flops(device_name: str) -> Optional[float]:
-    """Dense bf16 peak of a GPU named like ``torch.cuda.get_device_name()``; None when unknown."""
-    for key, flops in PEAK_BF16_FLOPS:
-        if key in device_name:
-            return flops
-    return None
-
-
-def build_model_dir(name: str, shape: Mapping[str, Any], root: Path) -> Path:
-    """A random-init model of ``shape`` with the Qwen3 tokenizer, built once into ``root/<name>`` (fp32).
-
-    Reuses the embedded Qwen3's builder (:func:`ifdistill.models.tiny_qwen3.build_tiny_qwen3`; for Qwen2
-    its :func:`~ifdistill.models.tiny.save_random_causal_lm`), which ties the embeddings as both real
-    models do."""
-    from ifdistill.models.tiny_qwen3 import TOKENIZER_FILES, TinyQwen3Spec, build_tiny_qwen3, qwen3_tokenizer_dir
-    from ifdistill.paths import build_once
-
-    if not shape["tie_word_embeddings"]:
-        raise ValueError(f"{name}: the random-init builder ties embeddings; untied shapes are not supported")
-    spec = TinyQwen3Spec(**{k: v for k, v in shape.items() if k not in ("arch", "tie_word_embeddings")})
-
-    def build(tmp: Path) -> None:
-        if shape["arch"] == "qwen3":
-            build_tiny_qwen3(tmp, spec)
-        else:
-            from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
-
-            from ifdistill.models.tiny import save_random_causal_lm
-
-            for f in TOKENIZER_FILES:
-                shutil.copyfile(qwen3_tokenizer_dir() / f, tmp / f)
-            tok = AutoTokenizer.from_pretrained(tmp)
-            save_random_causal_lm(tmp, Qwen2Config, Qwen2ForCausalLM, spec, vocab_size=spec.vocab_size,
-                                  eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                                  rope_theta=spec.rope_theta, rms_norm_eps=spec.rms_norm_eps)
-        (tmp / MARKER).write_text(json.dumps({"name": name, **shape}, indent=2) + "\n")
-
-    return build_once(root / name, MARKER, build)
-
-
-# -- one training step, any device (the GPU tests call these too) -----------------------------------------
-def autocast(device: str, precision: str):
-    """Lightning's ``bf16-mixed`` (``torch.autocast`` on the device) or nothing for ``32-true``."""
-    import torch
-
-    if precision == "bf16-mixed":
-        return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
-    if precision == "32-true":
-        return contextlib.nullcontext()
-    raise ValueError(f"precision must be bf16-mixed or 32-true, got {precision!r}")
-
-
-def place(module, device: str):
-    """Move a training module to ``device`` as Lightning's fit does (the frozen teacher moves at fit start)."""
-    module.to(device)
-    module.on_fit_start()
-    return module
-
-
-def to_device(batch: Mapping[str, Any], device: str) -> dict[str, Any]:
-    import torch
-
-    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
-
-
-def mean_loss(module, batch: Mapping[str, Any], device: str, precision: str):
-    """``(token-mean loss, stats)`` of ``module.objective`` on ``batch`` (the step's forward)."""
-    with autocast(device, precision):
-        loss_sum, stats = module.objective(to_device(batch, device))
-    return loss_sum / stats["count"].clamp(min=1), stats
-
-
-def train_step(module, batch: Mapping[str, Any], optimizer, device: str, precision: str, index: int = 0):
-    """The production step (module docstring); returns the token-mean loss before the update (a device
-    tensor: reading it is the caller's one synchronisation)."""
-    import torch
-
-    from ifdistill.train.nonfinite import finite_flag, skips_on_device
-
-    with autocast(device, precision):
-        loss = module.training_step(to_device(batch, device), index)  # token mean: one micro-batch per step
-    finite_loss = torch.isfinite(loss.detach())
-    loss.backward()
-    params = [p for g in optimizer.param_groups for p in g["params"]]
-    finite_grads = finite_flag([p.grad for p in params if p.grad is not None])
-    if skips_on_device(optimizer):
-        optimizer.found_inf = (~(finite_loss & finite_grads)).to(torch.float32)
-    torch.nn.utils.clip_grad_norm_(params, 1.0)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return loss.detach()
-
-
-def make_optimizer(module, lr: float = 1e-5):
-    """The optimizer training configures (``SFTModule.configure_optimizers``: fused AdamW on CUDA)."""
-    module.optim_cfg = {**module.optim_cfg, "lr": lr, "schedule": "constant"}
-    return module.configure_optimizers()["optimizer"]
-
-
-def production_chunk_size() -> Optional[int]:
-    """``logit_chunk_size`` of ``conf/train.yaml``: the LM head as training runs it."""
-    from omegaconf import OmegaConf
-
-    return OmegaConf.load(ROOT / "conf" / "train.yaml").get("logit_chunk_size")
-
-
-def _sync(device: str) -> None:
-    import torch
-
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _reset_peak(device: str) -> None:
-    import torch
-
-    if torch.device(device).type == "cuda":
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(device)
-
-
-def _peak_gib(device: str) -> Optional[float]:
-    import torch
-
-    if torch.device(device).type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**30
-    return None
-
-
-# -- data ----------------------------------------------------------------------------------------------
-def model_cfg(model_dir: Path, dtype: str) -> dict[str, Any]:
-    return {"name_or_path": str(model_dir), "dtype": dtype, "enable_thinking": False}
-
-
-def data_cfg(model: Mapping[str, Any], n: int, k: Optional[int] = None):
-    """The synthetic training set as training resolves it (``k``: ICL distillation, shared demonstrations)."""
-    from ifdistill.data.build import DataConfig
-
-    data = {"sources": [{"name": "syn", "synthetic": "train", "max_examples": n}], "heldout": 0, "max_length": 1024}
-    return DataConfig.resolve(data, icl=None if k is None else {"k": k, "demos": "shared"}, model=model)
-
-
-def row_groups(items: list[Mapping[str, Any]], row_tokens: int, count: int) -> list[list[Mapping[str, Any]]]:
-    """``count`` groups of consecutive examples, each filling one row of up to ``row_tokens`` tokens."""
-    groups, i = [], 0
-    for _ in range(count):
-        chosen, used = [], 0
-        while len(items[i % len(items)]["input_ids"]) + used <= row_tokens:
-            chosen.append(items[i % len(items)])
-            used += len(items[i % len(items)]["input_ids"])
-            i += 1
-        if not chosen:
-            raise ValueError(f"an example is longer than the row ({row_tokens} tokens)")
-        groups.append(chosen)
-    return groups
-
-
-def packed_rows(items: list[Mapping[str, Any]], row_tokens: int, pad_id: int, count: int) -> list[dict]:
-    """``count`` packed batches of one row each, filled with consecutive examples up to ``row_tokens``."""
-    from ifdistill.data.collate import PackCollator
-
-    collate = PackCollator(pad_id, max_row_tokens=row_tokens)
-    return [collate(group) for group in row_groups(items, row_tokens, count)]
-
-
-def batches_from(dm, count: int) -> list[dict]:
-    dm.setup("fit")
-    it = iter(dm.train_dataloader())
-    return [next(it) for _ in range(count)]
-
 
 # -- measurements --------------------------------------------------------------------------------------
-def time_interleaved(variants: dict[str, tuple[Any, list[dict]]], device: str, precision: str,
-                     warmup: int, steps: int) -> dict[str, dict[str, Any]]:
-    """Median step time of each ``name: (module, batches)``, the variants run step by step in turn."""
-    optims = {name: make_optimizer(m) for name, (m, _) in variants.items()}
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    losses: dict[str, list[float]] = {name: [] for name in variants}
-    for i in range(warmup + steps):
-        for name, (module, batches) in variants.items():
-            _sync(device)
-            t0 = time.perf_counter()
-            losses[name].append(float(train_step(module, batches[i], optims[name], device, precision, i)))
-            _sync(device)
-            times[name].append(time.perf_counter() - t0)
-    return {name: {"step_s": statistics.median(t[warmup:]), "loss_first": losses[name][0],
-                   "loss_last": losses[name][-1]} for name, t in times.items()}
-
-
 def _is_oom(err: BaseException) -> bool:
     import torch
 
@@ -332,7 +124,7 @@ def _measure_sft(model_dir: Path, device: str, *, peft: Mapping[str, Any], dtype
 
     model = model_cfg(model_dir, dtype)
     batches = packed_rows(*sft_items(model_dir, model, seq), warmup + steps + 1)  # + 1: the profiled step
-    _reset_peak(device)
+    reset_peak(device)
     torch.manual_seed(0)
     inputs = TrainingInputs(model, peft, gradient_checkpointing=gradient_checkpointing,
                             attn_implementation=attn_implementation, logit_chunk_size=production_chunk_size(),
@@ -352,117 +144,10 @@ def _measure_sft(model_dir: Path, device: str, *, peft: Mapping[str, Any], dtype
            "attn_implementation": base_causal_lm(module.model).config._attn_implementation,
            "logit_chunk_size": module.logit_chunk_size, "gradient_checkpointing": gradient_checkpointing,
            "kernels": kernels_used(module),
-           "peak_mem_gib": _peak_gib(device), "loss_first": timing["loss_first"], "loss_last": timing["loss_last"],
+           "peak_mem_gib": peak_gib(device), "loss_first": timing["loss_first"], "loss_last": timing["loss_last"],
            "steps": steps, "params": sum(p.numel() for p in module.parameters()),
            "trainable_params": sum(p.numel() for p in module.parameters() if p.requires_grad)}
     del module
-    return out
-
-
-def sft_items(model_dir: Path, model: Mapping[str, Any], seq: int) -> tuple[list[Mapping[str, Any]], int, int]:
-    """``(items, seq, pad id)``: the synthetic set's examples that fit a row of ``seq`` tokens (the arguments of
-    :func:`packed_rows` and, for TRL, :func:`row_groups`)."""
-    from transformers import AutoTokenizer
-
-    from ifdistill.data.build import build_train_dataset
-
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    items = [it for it in build_train_dataset(data_cfg(model, n=max(64, 4 * seq // 100)), tok).train.items
-             if len(it["input_ids"]) <= seq]
-    return items, seq, tok.pad_token_id
-
-
-def kernels_used(module) -> dict[str, Any]:
-    """What ran of ``kernels`` (:mod:`ifdistill.train.kernels`): compiled layers, compiled objective, Liger."""
-    from ifdistill.train import kernels
-    from ifdistill.train.modeling import decoder_layers
-
-    cuda = module.device.type == "cuda"
-    compiled = kernels.compiled_layers(decoder_layers(module.model))
-    runs = bool(compiled) and (cuda or not all(layer.forward.cuda_only for layer in compiled))
-    return {"compiled_layers": len(compiled) if runs else 0,
-            "compile_loss": module.compile_loss is True or (module.compile_loss == kernels.AUTO and cuda),
-            "liger": kernels.liger_in(module.model), "backend": module.compile_options["backend"]}
-
-
-def trl_available() -> Optional[str]:
-    """TRL's version, or ``None`` where it does not import (the ``bench`` extra)."""
-    try:
-        import trl
-    except ImportError:
-        return None
-    return str(trl.__version__)
-
-
-def measure_trl_sft(model_dir: Path, device: str, *, peft: Mapping[str, Any], dtype: str, precision: str, seq: int,
-                    warmup: int, steps: int, peak_flops: Optional[float], attn_implementation: Optional[str]
-                    ) -> dict[str, Any]:
-    """TRL's ``SFTTrainer`` on what :func:`measure_sft` trains: the same model files, weights' dtypes (LoRA: the
-    base in ``dtype``, float32 adapters; full: float32 master weights), attention kernel, examples and rows
-    (TRL's padding-free collator on the same groups of examples: one flattened row, position ids and
-    ``cu_seq_lens``), completion-only labels, LoRA r/alpha/targets, bf16 autocast, AdamW, clipping at 1.0;
-    Liger's kernels on (``use_liger_kernel``) where liger-kernel imports on CUDA. One step is TRL's
-    ``training_step`` (its fused LM head, entropy and accuracy metrics, accelerate's backward), clipping and the
-    trainer's own optimizer."""
-    import os
-
-    import torch
-    from datasets import Dataset
-    from peft import LoraConfig
-    from transformers import AutoModelForCausalLM
-    from trl import SFTConfig, SFTTrainer
-    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
-
-    from ifdistill.train import kernels
-    from ifdistill.train.packed_attention import resolve_attn_implementation
-
-    items, seq, pad = sft_items(model_dir, model_cfg(model_dir, dtype), seq)
-    groups = row_groups(items, seq, warmup + steps)
-    rows = [[{"input_ids": it["input_ids"].tolist(),
-              "labels": [int(t) if m else -100 for t, m in zip(it["input_ids"], it["loss_mask"])]} for it in g]
-            for g in groups]
-    collate = DataCollatorForLanguageModeling(pad_token_id=pad, padding_free=True)
-    batches = [to_device(collate(r), device) for r in rows]
-    full = peft["method"] == "none"
-    _reset_peak(device)
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32 if full else getattr(torch, dtype),
-                                                 attn_implementation=resolve_attn_implementation(attn_implementation))
-    liger = torch.device(device).type == "cuda" and kernels.liger_installed()
-    cpu = torch.device(device).type == "cpu"
-    args = SFTConfig(output_dir=os.environ.get("BENCH_TMP", tempfile.gettempdir() + "/bench-gpu-trl"),
-                     per_device_train_batch_size=8, learning_rate=1e-5, lr_scheduler_type="constant", max_length=None,
-                     logging_steps=10**6, save_strategy="no", report_to=[], bf16=precision == "bf16-mixed",
-                     fp16=False, gradient_checkpointing=False, packing=False, padding_free=True,
-                     completion_only_loss=True, use_cpu=cpu, seed=0, dataset_num_proc=None, max_grad_norm=1.0,
-                     use_liger_kernel=liger)
-    lora = None if full else LoraConfig(r=int(peft["r"]), lora_alpha=int(peft["alpha"]),
-                                        lora_dropout=float(peft["dropout"]), task_type="CAUSAL_LM",
-                                        target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
-                                                        "up_proj", "down_proj"])
-    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows[0]), peft_config=lora)
-    trainer.create_optimizer()
-    trainer.current_gradient_accumulation_steps = 1  # set by Trainer's own loop, which is not running
-    params = [p for p in trainer.model.parameters() if p.requires_grad]
-    times, losses = [], []
-    for i in range(warmup + steps):
-        _sync(device)
-        t0 = time.perf_counter()
-        loss = trainer.training_step(trainer.model, dict(batches[i]))
-        trainer.accelerator.clip_grad_norm_(params, 1.0)
-        trainer.optimizer.step()
-        trainer.optimizer.zero_grad(set_to_none=True)
-        losses.append(float(loss))
-        _sync(device)
-        times.append(time.perf_counter() - t0)
-    step_s = statistics.median(times[warmup:])
-    tokens = statistics.median(int(b["input_ids"].shape[1]) for b in batches[warmup:])
-    out = {"tokens_per_step": tokens, "step_s": step_s, "tokens_per_s": tokens / step_s, "trl": trl_available(),
-           "liger": liger, "optimizer": type(trainer.optimizer.optimizer if hasattr(trainer.optimizer, "optimizer")
-                                             else trainer.optimizer).__name__,
-           "attn_implementation": model.config._attn_implementation, "peak_mem_gib": _peak_gib(device),
-           "loss_first": losses[0], "loss_last": losses[-1], "steps": steps}
-    del trainer, model
     return out
 
 
@@ -481,7 +166,7 @@ def measure_distill_ratio(model_dir: Path, device: str, *, dtype: str, precision
     sft_b = batches_from(TrainDataModule(data_cfg(model, n), model, micro_batch_size=micro_batch), warmup + steps)
     dist_b = batches_from(TrainDataModule(data_cfg(model, n, k), model, method=ICLDistillModule,
                                           micro_batch_size=micro_batch), warmup + steps)
-    _reset_peak(device)
+    reset_peak(device)
     torch.manual_seed(0)
     chunk = production_chunk_size()
     sft = place(SFTModule(TrainingInputs(model, LORA, logit_chunk_size=chunk)), device).train()
@@ -493,7 +178,7 @@ def measure_distill_ratio(model_dir: Path, device: str, *, dtype: str, precision
     del sft, dist
     return {"sft_step_s": t["sft"]["step_s"], "distill_step_s": t["distill"]["step_s"],
             "ratio": t["distill"]["step_s"] / t["sft"]["step_s"], "micro_batch": micro_batch, "k": k,
-            "peak_mem_gib": _peak_gib(device), "steps": steps,
+            "peak_mem_gib": peak_gib(device), "steps": steps,
             "student_tokens_per_step": statistics.median(int(b["attention_mask"].sum()) for b in sft_b[warmup:])}
 
 
@@ -503,7 +188,7 @@ def measure_generation(model_dir: Path, device: str, *, dtype: str, prompts: Opt
     from ifdistill.evaluator.cli import load_config
     from ifdistill.evaluator.run import evaluate
 
-    _reset_peak(device)
+    reset_peak(device)
     with tempfile.TemporaryDirectory(prefix="bench-gpu-eval-") as out:
         config = load_config(["model=tiny_qwen3", f"model.name_or_path={model_dir}", "eval=ifeval_local",
                               "eval.backend=hf", f"eval.dtype={dtype}", f"eval.runtime.hf_device={device}",
@@ -514,7 +199,7 @@ def measure_generation(model_dir: Path, device: str, *, dtype: str, prompts: Opt
     return {"prompts": results["counts"]["num_prompts"], "generate_s": results["timings"]["generate_s"],
             "generated_tokens": results["counts"]["generated_tokens"],
             "tokens_per_s": results["timings"]["generated_tokens_per_s"], "max_new_tokens": max_new_tokens,
-            "batch_size": batch_size, "peak_mem_gib": _peak_gib(device)}
+            "batch_size": batch_size, "peak_mem_gib": peak_gib(device)}
 
 
 # -- the whole benchmark -------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ not depend on the width of the matrices, so a model of Qwen3-1.7B's *depth* and 
 compute is negligible shows it on a CPU: 28 decoder layers of hidden 64 (Qwen3's q/k norms, grouped-query
 attention, SwiGLU), the real 151,936-row tied head applied chunk by chunk (``logit_chunk_size`` of
 conf/train.yaml), the real Qwen3 tokenizer on the synthetic set packed into one row, the production step
-(``bench/bench_gpu.py``'s :func:`train_step`: ``training_step``, backward, the divergence guard's flags,
+(``bench/gpu_steps.py``'s :func:`train_step`: ``training_step``, backward, the divergence guard's flags,
 clipping, fused AdamW as on a GPU) in float32, as training runs on CPU (``--precision bf16-mixed`` runs it under
 autocast as on a GPU, where the casts add operators to the eager step; a CPU without bfloat16 matrix units
 spends seconds in the head's bfloat16 matmuls then).
@@ -47,8 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make the repository importable
     sys.path.insert(0, str(ROOT))
 
-from bench.bench_gpu import (FULL, LORA, SHAPES, build_model_dir, data_cfg, make_optimizer, model_cfg,  # noqa: E402
-                             packed_rows, production_chunk_size, train_step)
+from bench.gpu_steps import (FULL, LORA, SHAPES, build_model_dir, data_cfg, make_optimizer, model_cfg,  # noqa: E402
+                              packed_rows, production_chunk_size, train_step)
 from ifdistill.train.method import TrainingInputs  # noqa: E402
 
 #: Qwen3-1.7B's depth, vocabulary and layer structure at a width where compute is negligible.
@@ -105,7 +105,7 @@ def forward_backward(module, batch: Mapping[str, Any], precision: str) -> None:
     """The step's forward (``training_step``: the layers, the chunked head and objective) and backward, without
     clipping and the optimizer -- what compilation changes. On CPU those two loop over the parameters (~13
     operators each: torch's multi-tensor kernels are CUDA's); on a GPU they are a few multi-tensor launches."""
-    from bench.bench_gpu import autocast
+    from bench.gpu_steps import autocast
 
     with autocast("cpu", precision):
         loss = module.training_step(batch, 0)

@@ -335,7 +335,7 @@ def run_bench(env: dict[str, str], out: Path, smoke: bool, only: list[str], time
 def device_info() -> dict[str, Any]:
     import torch
 
-    from bench.bench_gpu import peak_bf16_flops
+    from bench.gpu_steps import peak_bf16_flops
 
     if not torch.cuda.is_available():
         return {"cuda": False, "name": "cpu", "count": 0, "torch": torch.__version__}

@@ -1,7 +1,7 @@
 """SFT and distillation steps in bf16-mixed against the float32 CPU result on the same batch.
 
 Each case runs on CUDA (``gpu``) and on CPU autocast (``cpu-autocast``, everywhere): the same functions
-of ``bench/bench_gpu.py`` with the device as a parameter, so the tolerance (``tests/gpu/tolerance.py``)
+of ``bench/gpu_steps.py`` with the device as a parameter, so the tolerance (``tests/gpu/tolerance.py``)
 and the step are proven on CPU and only the device changes on a GPU. The reference is the float32
 module on CPU; the device module is a deep copy of it (same weights, LoRA ``B`` made non-zero).
 """
@@ -13,7 +13,7 @@ import copy
 import pytest
 import torch
 
-from bench.bench_gpu import make_optimizer, mean_loss, place, train_step
+from bench.gpu_steps import make_optimizer, mean_loss, place, train_step
 from ifdistill.data.collate import IclCollator, PadCollator
 from ifdistill.methods.distill.module import ICLDistillModule
 from ifdistill.methods.distill.settings import DistillSettings

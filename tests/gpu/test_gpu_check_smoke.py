@@ -52,7 +52,8 @@ def test_report_header_and_test_counts(smoke):
 
 
 def test_benchmark_rows_are_complete_finite_and_consistent(smoke):
-    from bench.bench_gpu import sft_label, trl_available
+    from bench.bench_gpu import sft_label
+    from bench.trl_peer import trl_available
 
     bench = smoke["bench"]
     s = bench["settings"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bench.bench_gpu import autocast
+from bench.gpu_steps import autocast
 from ifdistill.data.collate import PackCollator, PadCollator
 from ifdistill.train import packed_attention
 from ifdistill.methods.sft.module import SFTModule
