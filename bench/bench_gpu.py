@@ -9,7 +9,9 @@ and chat template of the shared data folder (both real models have 151,936 embed
 
 - ``Qwen/Qwen3-1.7B``, ``Qwen/Qwen2.5-0.5B``: values copied from each model's public ``config.json``
   (huggingface.co/Qwen/Qwen3-1.7B/blob/main/config.json, huggingface.co/Qwen/Qwen2.5-0.5B/blob/main/config.json);
-- ``--cpu-smoke``: the same two architectures (Qwen3, Qwen2) at hidden 64, 2 layers.
+- ``--cpu-smoke``: the same two architectures (Qwen3, Qwen2) at hidden 64, 2 layers, in float32 (``32-true``): a
+  CPU without bfloat16 matrix units spends seconds per step in the 151,936-row head's bfloat16 matmuls, and the
+  smoke checks the report, not bfloat16's numerics (``tests/gpu`` does that on a GPU).
 
 What one step is: the production step of ``ifdistill-train`` on one GPU -- ``module.training_step``
 (the method's real loss through the chunked LM head, ``logit_chunk_size`` of ``conf/train.yaml``,
@@ -211,7 +213,7 @@ GPU_SETTINGS = {"seqs": [4096, 16384], "warmup": 2, "steps": 8, "distill_micro_b
 # compiled rows through aot_eager (the traced graphs without code generation: seconds, not minutes, on 2 cores);
 # levers for LoRA and TRL at the first row length only (each row is seconds of CI)
 SMOKE_SETTINGS = {"seqs": [256, 512], "warmup": 1, "steps": 1, "distill_micro_batch": 2, "k": 4, "prompts": 4,
-                  "max_new_tokens": 8, "gen_batch_size": 4, "dtype": "bfloat16", "precision": "bf16-mixed", "threads": 1,
+                  "max_new_tokens": 8, "gen_batch_size": 4, "dtype": "float32", "precision": "32-true", "threads": 1,
                   "attn_implementation": "packed_sdpa", "levers": True, "lever_kinds": ["lora"], "trl": True,
                   "trl_seqs": 1, "compile_backend": "aot_eager"}
 #: The levers of ``kernels`` one at a time (``--levers``, at the first row length): each against the others and

