@@ -64,7 +64,7 @@ from ifdistill.callbacks.evaluations import CheckpointEvaluations, CommandBuilde
 from ifdistill.callbacks.export import export_checkpoint
 from ifdistill.launchers.runners import checkpoint_eval_runner
 from ifdistill.results import run_metrics
-from ifdistill.runs.rundir import RunInfo
+from ifdistill.runs.rundir import RunInfo, checkpoint_step
 
 
 class CheckpointEvalCallback(Callback):
@@ -119,7 +119,7 @@ class CheckpointEvalCallback(Callback):
         a due step to export, exports to evaluate, evaluations to log to W&B (``loggers``: the launch's);
         empty when nothing is missing."""
         left = [f"step {s}: exported, not evaluated" for s in self.evaluations.unevaluated_exports()]
-        if self._due(step, max_steps) and step not in self.run.dir.finished_exports():
+        if self._own_unexported(step, max_steps):
             left.append(f"step {step}: checkpointed, not exported")
         from ifdistill.tracking.wandb_offline import WandbFilesBusy
 
@@ -181,12 +181,18 @@ class CheckpointEvalCallback(Callback):
         every = bool(self.every_n_steps) and step % self.every_n_steps == 0
         return step > 0 and (every or (self.at_end and step == max_steps))
 
+    def _own_unexported(self, step: int, max_steps: int) -> bool:
+        """Whether ``step`` is due, checkpointed by this run (not restored from another run's checkpoint,
+        ``run.resume_from``) and not exported."""
+        own = any(checkpoint_step(p) == step for p in (self.run.dir.root / "checkpoints").glob("step=*.ckpt"))
+        return self._due(step, max_steps) and own and step not in self.run.dir.finished_exports()
+
     def _reconcile(self, trainer, pl_module) -> None:
         """Export the restored step when it is due and has no export (every rank: exporting is collective;
         rank 0's answer counts), then queue the exports of earlier launches that have no result."""
         step = trainer.global_step
-        export = self._due(step, trainer.max_steps) and not self.evaluations.is_done(step) \
-            and step not in self.run.dir.finished_exports() and self._last_submitted != step
+        export = self._own_unexported(step, trainer.max_steps) and not self.evaluations.is_done(step) \
+            and self._last_submitted != step
         if trainer.strategy.broadcast(export, src=0):
             print(f"[checkpoint-eval] step {step}: checkpointed by an earlier launch, not exported; exporting it",
                   flush=True)

@@ -31,7 +31,9 @@ def _finite_positive(row: dict, *keys: str) -> None:
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("gpu-check") / "smoke.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--cpu-smoke", "--json", str(out)],
+    # one architecture (Qwen3's): the Qwen2 shape takes the same code path, and each adds ~90 s of CI
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--cpu-smoke", "--only", "smoke-qwen3",
+                           "--json", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=840)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert "| model | measurement |" in proc.stdout  # the one table
@@ -58,7 +60,7 @@ def test_benchmark_rows_are_complete_finite_and_consistent(smoke):
     bench = smoke["bench"]
     s = bench["settings"]
     models = sorted({r["model"] for r in bench["rows"]})
-    assert models == ["smoke-qwen2", "smoke-qwen3"] and len(s["seqs"]) == 2
+    assert models == ["smoke-qwen3"] and len(s["seqs"]) == 2
     trl = trl_available()  # the bench extra (make setup installs it): TRL's rows beside ifdistill's
     assert bench["trl"] == trl if trl else bench["trl"].startswith("not installed")
     levers = ("eager", "compiled")  # Liger's lever needs CUDA and liger-kernel

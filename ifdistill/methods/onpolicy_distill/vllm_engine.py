@@ -59,7 +59,8 @@ class VLLMSampler:
         dtype = str(next(self.module.lm.parameters()).dtype).removeprefix("torch.")
         self.backend = VLLMBackend(self.model_dir, tokenizer_dir=self.model_dir, dtype=dtype,
                                    max_model_len=self.max_model_len, seed=self.seed,
-                                   runtime=RuntimeSettings(**self.runtime), lora_rank=self.lora_rank, persistent=True)
+                                   runtime=RuntimeSettings(**self.runtime), lora_rank=self.lora_rank, persistent=True,
+                                   sampled=True)  # the student samples its own completions
 
     def _step(self) -> int:
         trainer = self.module._trainer

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from ifdistill.benchmarks.base import short_name
 from ifdistill.tracking.wandb_offline import find_run_dirs, read_run
 
 pytestmark = [pytest.mark.slow]
@@ -157,7 +158,10 @@ def test_lmeval_in_training_equals_post_training_and_reaches_wandb_and_status(ru
                             timeout=120)
     assert status.returncode == 0, status.stderr
     line = next(x for x in status.stdout.splitlines() if "| lmeval |" in x)
-    assert "| 2 | 20 |" in line and "commonsense_qa_local/acc" in line and "gsm8k_local/exact_match/strict-match" in line
+    last = metrics["evals"]["lmeval"]["20"]["metrics"]  # both fractions: columns in percent, named in the header
+    assert "| 2 | 20 |" in line and f"| {100 * last['commonsense_qa_local/acc']:.1f} |" in line
+    assert f"| {100 * last['gsm8k_local/exact_match/strict-match']:.1f} |" in line
+    assert short_name("commonsense_qa_local/acc") in status.stdout
 
 
 def test_tiny_qwen3_onpolicy_training_callback_and_post_training_eval(tmp_path):

@@ -40,6 +40,8 @@ def run(tmp_path, monkeypatch) -> RunDir:
         (export / "export.json").write_text(json.dumps({"step": step}))
         publish(rd.eval_dir(step), _results(acc), [])
         run_metrics.record_checkpoint(rd.root, step, _results(acc), f"evals/step_{step:06d}", "callback")
+    (rd.root / "checkpoints").mkdir(exist_ok=True)  # the killed launch checkpointed step 6, then died
+    (rd.root / "checkpoints" / "step=000006.ckpt").write_bytes(b"")
     first = _logger(rd)  # the killed launch's W&B run got step 2 written, not step 4
     log_evaluation([first], 2, _results(0.25), rd.eval_dir(2))
     first.experiment.finish()
@@ -62,6 +64,8 @@ def test_work_left_and_each_missing_wandb_row_logged_once(run):
     assert _callback(run).work_left(6, 6, [logger]) == [
         "step 6: checkpointed, not exported", "step 4: in metrics.json, not in W&B"]
     assert _callback(run).work_left(6, 6, []) == ["step 6: checkpointed, not exported"]  # no W&B: no W&B rows
+    # a step restored from another run's checkpoint (run.resume_from) is not this run's to export
+    assert _callback(run).work_left(8, 8, []) == []
 
     logged = _callback(run).evaluations.log_unlogged([logger])  # the relaunch's own W&B run (open now)
     assert logged == [(None, 4)]

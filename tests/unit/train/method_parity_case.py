@@ -24,7 +24,8 @@ DATA = {"sources": [{"name": "syn", "synthetic": "train", "max_examples": 24}], 
 MOVED = {"ifdistill.train.sft_module.SFTModule": "ifdistill.methods.sft.module.SFTModule",
          "ifdistill.train.distill_module.ICLDistillModule": "ifdistill.methods.distill.module.ICLDistillModule",
          "ifdistill.train.teacher_pass_runner.ensure_teacher_cache":
-             "ifdistill.methods.distill.teacher_pass_runner.ensure_teacher_cache"}
+             "ifdistill.methods.distill.teacher_pass_runner.ensure_teacher_cache",
+         "ifdistill.rundir.config_hash": "ifdistill.runs.rundir.config_hash"}
 # name -> (module class, constructor settings, ICL views: None for SFT batches)
 CASES = {
     "sft": ("ifdistill.methods.sft.module.SFTModule", {}, None),
@@ -117,7 +118,7 @@ def config_hashes(moved: bool = False) -> dict[str, str]:
     from hydra.core.global_hydra import GlobalHydra
 
     import ifdistill
-    from ifdistill.runs.rundir import config_hash
+    config_hash = _get("ifdistill.runs.rundir.config_hash")
 
     import ifdistill.config
 
