@@ -37,6 +37,7 @@ from typing import Any, Optional, Sequence
 from ifdistill.benchmarks.ifeval_multiturn.conflicts import conflicts
 from ifdistill.benchmarks.ifeval_multiturn.wording import WORDINGS
 from ifdistill.data.records import Example
+from ifdistill.data.sources import not_utf8, text_lines
 from ifdistill.evaluator.dataset import row_key
 from ifdistill.hashing import sha256_file
 
@@ -69,10 +70,12 @@ def read_responses(path: Path) -> list[dict[str, str]]:
     """``{prompt, response}`` rows of a responses JSONL; :class:`ConversationError` naming file:line otherwise."""
     out = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = list(text_lines(path))
     except OSError as err:
         raise ConversationError(f"eval.multiturn.responses: cannot read {path} ({err.strerror})") from None
-    for line_no, line in enumerate(lines, start=1):
+    for line_no, line in lines:
+        if isinstance(line, UnicodeDecodeError):
+            raise ConversationError(f"{path}:{line_no}: {not_utf8(line)}")
         if not line.strip():
             continue
         try:
