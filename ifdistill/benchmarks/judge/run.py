@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ifdistill.data.render import RenderError, render_prompt
+from ifdistill.data.sources import not_utf8, text_lines
 from ifdistill.evaluator.backends import make_backend
 from ifdistill.evaluator.errors import EvaluatorError, PromptTooLongError
 from ifdistill.evaluator.fingerprint import canonical_sha256, config_hash
@@ -78,15 +79,18 @@ def read_reference(path: str, prompts: list[Any]) -> tuple[dict[str, str], dict[
 
     A row gives its ``scored_response`` when it has one (a thinking model's answer after ``</think>``),
     else its ``response``; every prompt needs a row with its key, and a row's ``prompt``, when present,
-    must be that prompt's text."""
+    must be that prompt's text. Lines are read as the data layer reads them
+    (:func:`~ifdistill.data.sources.text_lines`): a line that is not UTF-8 is named by file and line; a leading
+    byte-order mark is accepted."""
     file = Path(path).expanduser()
     if file.is_dir():
         file = file / SAMPLES_FILE
     if not file.is_file():
         raise EvaluatorError(f"eval.judge.reference {file}: no such file")
     rows: dict[str, tuple[int, dict[str, Any]]] = {}
-    raw = file.read_bytes()
-    for line_no, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
+    for line_no, line in text_lines(file):
+        if isinstance(line, UnicodeDecodeError):
+            raise EvaluatorError(f"{file}:{line_no}: {not_utf8(line)}")
         if not line.strip():
             continue
         try:
@@ -112,7 +116,7 @@ def read_reference(path: str, prompts: list[Any]) -> tuple[dict[str, str], dict[
             raise EvaluatorError(f"{file}:{line_no}: field 'prompt' differs from the text of prompt {p.key!r}")
         answer = row.get("scored_response")
         out[p.key] = answer if isinstance(answer, str) else row["response"]
-    identity = {"path": str(file.resolve()), "file_sha256": hashlib.sha256(raw).hexdigest(), "num_rows": len(rows),
+    identity = {"path": str(file.resolve()), "file_sha256": hashlib.sha256(file.read_bytes()).hexdigest(), "num_rows": len(rows),
                 "responses_sha256": canonical_sha256([[p.key, out[p.key]] for p in prompts])}
     return out, identity
 

@@ -100,6 +100,7 @@ def test_judge_identity_enters_the_hash(tmp_path, tiny_model_dir, perturbed_judg
     ("prompt text differs", ":2: field 'prompt' differs"),
     ("response missing", ":3: field 'response' missing"),
     ("not json", ":1: not JSON"),
+    ("not utf-8", r":2: not UTF-8 text \(byte 7: "),
 ])
 def test_bad_reference_names_file_row_and_field(tmp_path, case, expect):
     rows = [{"key": str(r["key"]), "prompt": r["prompt"], "response": "x"} for r in _rows()]
@@ -112,6 +113,8 @@ def test_bad_reference_names_file_row_and_field(tmp_path, case, expect):
         del rows[2]["response"]
     if case == "not json":
         ref.write_text("{not json\n")
+    elif case == "not utf-8":  # a Latin-1 line among UTF-8 ones
+        ref.write_bytes(json.dumps(rows[0]).encode() + b'\n{"k": "\xe9"}\n')
     elif case != "missing file":
         write_reference(ref, rows=rows)
     with pytest.raises(EvaluatorError, match=expect) as err:
