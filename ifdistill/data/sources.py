@@ -119,6 +119,26 @@ def not_utf8(err: UnicodeDecodeError) -> str:
     return f"not UTF-8 text (byte {err.start}: {err.object[err.start:err.start + 4]!r}...)"
 
 
+class BadLine(ValueError):
+    """A line of a JSON-lines file that is not UTF-8 or not JSON; its text names ``file:line`` and what is wrong."""
+
+
+def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """``(1-based line number, value)`` per non-blank line of a JSON-lines file (read by :func:`text_lines`);
+    raises :class:`BadLine` at the first line that is not UTF-8 or not JSON. The readers of a benchmark's own
+    files turn it into their error, so every such file answers a broken line the same way."""
+    for lineno, line in text_lines(path):
+        if isinstance(line, UnicodeDecodeError):
+            raise BadLine(f"{path}:{lineno}: {not_utf8(line)}")
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise BadLine(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
+        yield lineno, value
+
+
 class _DuplicateField(ValueError):
     def __init__(self, name: str):
         super().__init__(name)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import random
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -37,7 +36,7 @@ from typing import Any, Optional, Sequence
 from ifdistill.benchmarks.ifeval_multiturn.conflicts import conflicts
 from ifdistill.benchmarks.ifeval_multiturn.wording import WORDINGS
 from ifdistill.data.records import Example
-from ifdistill.data.sources import not_utf8, text_lines
+from ifdistill.data.sources import BadLine, json_lines
 from ifdistill.evaluator.dataset import row_key
 from ifdistill.hashing import sha256_file
 
@@ -70,18 +69,12 @@ def read_responses(path: Path) -> list[dict[str, str]]:
     """``{prompt, response}`` rows of a responses JSONL; :class:`ConversationError` naming file:line otherwise."""
     out = []
     try:
-        lines = list(text_lines(path))
+        rows = list(json_lines(path))
     except OSError as err:
         raise ConversationError(f"eval.multiturn.responses: cannot read {path} ({err.strerror})") from None
-    for line_no, line in lines:
-        if isinstance(line, UnicodeDecodeError):
-            raise ConversationError(f"{path}:{line_no}: {not_utf8(line)}")
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ConversationError(f"{path}:{line_no}: invalid JSON ({err.msg})") from None
+    except BadLine as err:
+        raise ConversationError(str(err)) from None
+    for line_no, row in rows:
         if not (isinstance(row, dict) and isinstance(row.get("prompt"), str) and isinstance(row.get("response"), str)):
             raise ConversationError(f"{path}:{line_no}: expected an object with string fields prompt and response")
         out.append({"prompt": row["prompt"], "response": row["response"]})

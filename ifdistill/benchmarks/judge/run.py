@@ -27,7 +27,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import hashlib
-import json
 import logging
 import re
 import time
@@ -35,7 +34,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ifdistill.data.render import RenderError, render_prompt
-from ifdistill.data.sources import not_utf8, text_lines
+from ifdistill.data.sources import BadLine, json_lines
 from ifdistill.evaluator.backends import make_backend
 from ifdistill.evaluator.errors import EvaluatorError, PromptTooLongError
 from ifdistill.evaluator.fingerprint import canonical_sha256, config_hash
@@ -80,7 +79,7 @@ def read_reference(path: str, prompts: list[Any]) -> tuple[dict[str, str], dict[
     A row gives its ``scored_response`` when it has one (a thinking model's answer after ``</think>``),
     else its ``response``; every prompt needs a row with its key, and a row's ``prompt``, when present,
     must be that prompt's text. Lines are read as the data layer reads them
-    (:func:`~ifdistill.data.sources.text_lines`): a line that is not UTF-8 is named by file and line; a leading
+    (:func:`~ifdistill.data.sources.json_lines`): a line that is not UTF-8 is named by file and line; a leading
     byte-order mark is accepted."""
     file = Path(path).expanduser()
     if file.is_dir():
@@ -88,15 +87,11 @@ def read_reference(path: str, prompts: list[Any]) -> tuple[dict[str, str], dict[
     if not file.is_file():
         raise EvaluatorError(f"eval.judge.reference {file}: no such file")
     rows: dict[str, tuple[int, dict[str, Any]]] = {}
-    for line_no, line in text_lines(file):
-        if isinstance(line, UnicodeDecodeError):
-            raise EvaluatorError(f"{file}:{line_no}: {not_utf8(line)}")
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise EvaluatorError(f"{file}:{line_no}: not JSON ({err.msg})") from None
+    try:
+        lines = list(json_lines(file))
+    except BadLine as err:
+        raise EvaluatorError(str(err)) from None
+    for line_no, row in lines:
         if not isinstance(row, dict):
             raise EvaluatorError(f"{file}:{line_no}: not a JSON object")
         if row.get("key") is None:

@@ -99,7 +99,7 @@ def test_judge_identity_enters_the_hash(tmp_path, tiny_model_dir, perturbed_judg
     ("row without prompt key", "no row with field 'key' '1005'"),
     ("prompt text differs", ":2: field 'prompt' differs"),
     ("response missing", ":3: field 'response' missing"),
-    ("not json", ":1: not JSON"),
+    ("not json", ":1: invalid JSON"),
     ("not utf-8", r":2: not UTF-8 text \(byte 7: "),
 ])
 def test_bad_reference_names_file_row_and_field(tmp_path, case, expect):
