@@ -111,6 +111,8 @@ class CheckpointEvaluations:
                 print(f"[{self.label}] step {step}{_named(name)}: {ev.kind} ({ev.reason})", flush=True)
                 if ev.kind in ("gave_up", "skipped") and step not in self.missing:
                     self.missing.append(step)
+                if ev.kind == "gave_up":  # no attempt of the job runs any more: what one killed while
+                    remove_partials(ev.job.out_dir)  # publishing left goes (a retry may still be publishing)
 
     def _land_result(self, job: EvalJob, loggers: list[Any]) -> None:
         step, name = job.step, job.benchmark
@@ -135,7 +137,7 @@ class CheckpointEvaluations:
 
     def remove_partials(self) -> None:
         """Remove what evaluators killed while publishing left beside every evaluation that has its result
-        (one that has none keeps them until its result lands, :meth:`land`)."""
+        (one that has none keeps them until its result lands or its job gives up, :meth:`land`)."""
         for name, done in self.done.items():
             for step in done:
                 remove_partials(self.run.eval_dir(step, name))

@@ -79,3 +79,21 @@ def test_work_left_and_each_missing_wandb_row_logged_once(run):
     publish(run.eval_dir(6), _results(0.75), [])
     assert _callback(run).work_left(6, 6, [_logger(run)]) == ["step 6: in metrics.json, not in W&B"]
     assert _callback(run).work_left(6, 6, []) == []
+
+
+@pytest.mark.parametrize("kind,removed", [("failed", False), ("gave_up", True)])
+def test_what_a_killed_publisher_left_goes_when_its_job_gives_up(run, kind, removed):
+    """An evaluator killed while publishing step 6 leaves ``.step_000006.partial-*`` beside its output
+    directory (evaluator/results.py's module docstring). A ``failed`` attempt is retried, and the retry may be
+    publishing: it stays. A job that gave up has no attempt left: it goes, and the step is missing."""
+    from ifdistill.callbacks.eval_jobs import EvalEvent, EvalJob
+
+    out = run.eval_dir(6)
+    partial = out.parent / f".{out.name}.partial-k1lled"
+    partial.mkdir(parents=True)
+    (partial / "samples.jsonl").write_text("{}\n")
+    evaluations = _callback(run).evaluations
+    evaluations.land([EvalEvent(kind, EvalJob(6, run.export_dir(6), out, [], {}, attempt=2), "killed by signal 9")],
+                     [])
+    assert partial.exists() is not removed
+    assert evaluations.missing == ([6] if kind == "gave_up" else [])
