@@ -184,8 +184,9 @@ class CheckpointEvalCallback(Callback):
     def _own_unexported(self, step: int, max_steps: int) -> bool:
         """Whether ``step`` is due, checkpointed by this run (not restored from another run's checkpoint,
         ``run.resume_from``) and not exported."""
-        own = any(checkpoint_step(p) == step for p in (self.run.dir.root / "checkpoints").glob("step=*.ckpt"))
-        return self._due(step, max_steps) and own and step not in self.run.dir.finished_exports()
+        return (self._due(step, max_steps)
+                and any(checkpoint_step(p) == step for p in self.run.dir.checkpoints.glob("step=*.ckpt"))
+                and step not in self.run.dir.finished_exports())
 
     def _reconcile(self, trainer, pl_module) -> None:
         """Export the restored step when it is due and has no export (every rank: exporting is collective;

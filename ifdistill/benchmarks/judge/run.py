@@ -38,6 +38,7 @@ from ifdistill.data.sources import BadLine, json_lines
 from ifdistill.evaluator.backends import make_backend
 from ifdistill.evaluator.errors import EvaluatorError, PromptTooLongError
 from ifdistill.evaluator.fingerprint import canonical_sha256, config_hash
+from ifdistill.hashing import sha256_file
 from ifdistill.evaluator.generation import Completion, Request, Sampling, finalize, scored_text
 from ifdistill.benchmarks.judge import verdicts as V
 from ifdistill.benchmarks.judge.verdicts import JUDGE_PLACEHOLDERS
@@ -111,7 +112,7 @@ def read_reference(path: str, prompts: list[Any]) -> tuple[dict[str, str], dict[
             raise EvaluatorError(f"{file}:{line_no}: field 'prompt' differs from the text of prompt {p.key!r}")
         answer = row.get("scored_response")
         out[p.key] = answer if isinstance(answer, str) else row["response"]
-    identity = {"path": str(file.resolve()), "file_sha256": hashlib.sha256(file.read_bytes()).hexdigest(), "num_rows": len(rows),
+    identity = {"path": str(file.resolve()), "file_sha256": sha256_file(file), "num_rows": len(rows),
                 "responses_sha256": canonical_sha256([[p.key, out[p.key]] for p in prompts])}
     return out, identity
 
